@@ -1,0 +1,13 @@
+FROM python:3.11-slim
+WORKDIR /opt/voxcast
+COPY pyproject.toml README.md ./
+COPY api ./api
+COPY cli ./cli
+COPY core ./core
+COPY diffusion ./diffusion
+COPY pipeline ./pipeline
+COPY tokenizer ./tokenizer
+COPY webui ./webui
+COPY workers ./workers
+RUN pip install --no-cache-dir .
+ENTRYPOINT ["voxcast"]

@@ -1,0 +1,173 @@
+"""`voxcast generate`: script file in, finished episode files out.
+
+Everything the user gave is checked before the model loads (script, voices, output extension), so a
+typo costs a second, not a model load; and nothing is written unless the whole episode was generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tqdm import tqdm
+
+from cli.errors import EXIT_OK, InputError
+from core.settings import Settings
+from pipeline.plan import Plan, plan_script
+from pipeline.script import Script, ScriptError, Speaker, parse_script
+from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
+from workers.assembly import (
+    Episode,
+    OutputError,
+    audio_format_for,
+    chapters_from_turns,
+    normalize_loudness,
+    write_episode,
+)
+
+if TYPE_CHECKING:
+    from pipeline.podcast import Progress
+
+
+def run_generate(args: argparse.Namespace, settings: Settings) -> int:
+    audio_format_for_output(args.output)
+    _check_generation_settings(args)
+    script = read_script(args.script)
+    plan = _plan(script, args, settings)
+    voices = load_voices(script.speakers, args.voice)
+    # transformers loads only once the inputs are known good: a typo costs a second, not a model import.
+    from pipeline.generation import GenerationSettings
+    from pipeline.model_loading import ModelLoadError, load_model
+    from pipeline.podcast import render_podcast
+
+    try:
+        loaded = load_model(args.model, device=args.device, dtype=args.dtype)
+    except ModelLoadError as error:
+        raise InputError(f"--model {args.model}: {error}") from error
+    if loaded.is_tiny_random:
+        print("note: tiny-random is an untrained toy model; the audio will be noise", file=sys.stderr)
+    generation = GenerationSettings(cfg_scale=args.cfg_scale, diffusion_steps=args.diffusion_steps, seed=args.seed)
+    with _progress_bar(plan, disabled=args.quiet) as report:
+        rendered = render_podcast(loaded, plan, voices, generation, on_progress=report)
+    audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
+    episode = Episode(audio=audio, turns=rendered.turns, chapters=chapters_from_turns(rendered.turns))
+    files = write_episode(episode, args.output)
+    counts = f"{len(episode.turns)} turns, {len(episode.chapters)} chapters"
+    print(f"episode: {files.audio} ({episode.seconds:.1f} s, {counts})")
+    print(f"transcript: {files.srt} and {files.vtt}")
+    print(f"chapters: {files.chapters}")
+    return EXIT_OK
+
+
+def audio_format_for_output(path: Path) -> None:
+    try:
+        audio_format_for(path)
+    except OutputError as error:
+        raise InputError(f"-o {path}: {error}") from error
+
+
+def _check_generation_settings(args: argparse.Namespace) -> None:
+    if not 1.0 <= args.cfg_scale <= 10.0:
+        raise InputError(f"--cfg-scale {args.cfg_scale}: allowed range is 1.0 to 10.0")
+    if not 1 <= args.diffusion_steps <= 100:
+        raise InputError(f"--diffusion-steps {args.diffusion_steps}: allowed range is 1 to 100")
+
+
+def read_script(path: Path) -> Script:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such script file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder; give a script file (.txt, .md or .json)") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start}); save the script as UTF-8") from None
+    try:
+        return parse_script(text)
+    except ScriptError as error:
+        raise InputError(f"{path} {error}") from error
+
+
+def _plan(script: Script, args: argparse.Namespace, settings: Settings) -> Plan:
+    try:
+        return plan_script(script, args.mode, max_segment_seconds=settings.max_segment_seconds)
+    except ScriptError as error:
+        raise InputError(f"{args.script}: {error}") from error
+
+
+def assign_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, str]:
+    """Map `--voice` values to speaker indices: `KEY=FILE` by number or name, a bare `FILE` to the next free one."""
+    assigned: dict[int, str] = {}
+    bare: list[str] = []
+    for spec in specs:
+        key, sep, path = spec.partition("=")
+        if not sep:
+            bare.append(spec)
+            continue
+        index = _speaker_index(speakers, key.strip())
+        if index in assigned:
+            raise InputError(f"--voice {spec}: {speakers[index].name} already has a voice ({assigned[index]})")
+        assigned[index] = path
+    free = [index for index in range(len(speakers)) if index not in assigned]
+    if len(bare) > len(free):
+        raise InputError(f"--voice: {len(bare)} unnamed voice files but only {len(free)} speakers without a voice")
+    assigned |= dict(zip(free, bare, strict=False))  # checked above: no more bare files than free speakers
+    missing = [speakers[index] for index in range(len(speakers)) if index not in assigned]
+    if missing:
+        names = ", ".join(speaker.name for speaker in missing)
+        example = " ".join(f"--voice {speaker.key}=FILE.wav" for speaker in missing)
+        raise InputError(f"no voice for {names}; give one per speaker, e.g. {example}")
+    return assigned
+
+
+def _speaker_index(speakers: Sequence[Speaker], key: str) -> int:
+    folded = " ".join(key.split()).casefold()
+    for index, speaker in enumerate(speakers):
+        if folded in (speaker.key.casefold(), speaker.name.casefold()):
+            return index
+    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
+        return int(folded) - 1
+    known = ", ".join(f"{speaker.key} ({speaker.name})" for speaker in speakers)
+    raise InputError(f"--voice {key}=...: the script has no speaker {key!r}; its speakers are {known}")
+
+
+def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, np.ndarray]:
+    voices = {}
+    for index, path in assign_voices(speakers, specs).items():
+        try:
+            voices[index] = load_voice_prompt(path).samples
+        except VoicePromptError as error:
+            raise InputError(f"--voice for {speakers[index].name}: {error}") from error
+    return voices
+
+
+class _progress_bar:
+    """A tqdm bar over frames of speech, showing audio seconds; the ETA follows from the plan's estimate."""
+
+    def __init__(self, plan: Plan, disabled: bool) -> None:
+        self.bar = tqdm(
+            total=plan.estimated_frames,
+            unit="frame",
+            desc="generating",
+            disable=disabled,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        return self.report
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.bar.close()
+
+    def report(self, progress: Progress) -> None:
+        if progress.frames_done > self.bar.total:
+            self.bar.total = progress.frames_done
+        self.bar.set_postfix_str(
+            f"{progress.audio_seconds:.1f}s audio, segment {progress.segment + 1}/{progress.segments}", refresh=False
+        )
+        self.bar.update(progress.frames_done - self.bar.n)

@@ -1,0 +1,1 @@
+"""What every voxcast process shares: settings and logging."""

@@ -1,0 +1,169 @@
+"""Job planning: which generations a script becomes, and how long each may run.
+
+Two modes:
+- `whole`: the script in as few generations as possible, as VibeVoice was trained (best continuity of
+  voices and turn-taking). Pause tags still split, since a pause is silence we insert, not speech.
+  Turn timings inside a generation are estimated from each turn's share of the text.
+- `turns`: every turn is its own generation, so turn timings are exact, pauses are exact and memory stays
+  bounded by the longest turn. A turn longer than `max_segment_seconds` is cut at sentence ends into
+  pieces (same speaker), each its own generation.
+
+Durations are estimated from text length: English speech runs about 14 characters a second. Each
+generation gets a frame budget well above its estimate so a normal reading never hits it, while a model
+that never stops cannot run away.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.prompt import SegmentText
+from pipeline.script import Pause, Script, ScriptError, Speaker, Turn
+
+Mode = Literal["whole", "turns"]
+MODES: tuple[Mode, ...] = ("whole", "turns")
+
+CHARS_PER_SECOND = 14.0
+FRAMES_PER_SECOND = 7.5
+MAX_EPISODE_MINUTES = 90.0
+DEFAULT_MAX_SEGMENT_SECONDS = 120.0
+# Budget = 2x the estimate + 5 s: room for slow, expressive reading, and a hard stop for a runaway model.
+_BUDGET_FACTOR = 2.0
+_BUDGET_SLACK_SECONDS = 5.0
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    """A script turn (or a piece of a long one) inside a segment."""
+
+    index: int  # turn number in the script, 0-based
+    speaker: int  # index into Plan.speakers
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One generation."""
+
+    index: int
+    turns: tuple[PlannedTurn, ...]
+
+    @property
+    def estimated_seconds(self) -> float:
+        return estimate_seconds(" ".join(turn.text for turn in self.turns))
+
+    @property
+    def max_frames(self) -> int:
+        budget = self.estimated_seconds * _BUDGET_FACTOR + _BUDGET_SLACK_SECONDS
+        return math.ceil(budget * FRAMES_PER_SECOND)
+
+    @property
+    def text(self) -> SegmentText:
+        return SegmentText(tuple((turn.speaker, turn.text) for turn in self.turns))
+
+
+@dataclass(frozen=True)
+class Silence:
+    """A pause from the script, inserted between generations."""
+
+    seconds: float
+    line: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: Mode
+    speakers: tuple[Speaker, ...]
+    items: tuple[Segment | Silence, ...]
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(item for item in self.items if isinstance(item, Segment))
+
+    @property
+    def estimated_seconds(self) -> float:
+        return sum(item.estimated_seconds if isinstance(item, Segment) else item.seconds for item in self.items)
+
+    @property
+    def estimated_frames(self) -> int:
+        """Expected frames of speech across all segments, for progress bars and ETAs."""
+        return sum(math.ceil(segment.estimated_seconds * FRAMES_PER_SECOND) for segment in self.segments)
+
+
+def estimate_seconds(text: str) -> float:
+    """Expected speaking time of `text`, at least one second."""
+    return max(1.0, len(text) / CHARS_PER_SECOND)
+
+
+def plan_script(
+    script: Script, mode: Mode = "whole", *, max_segment_seconds: float = DEFAULT_MAX_SEGMENT_SECONDS
+) -> Plan:
+    """Turn a parsed script into generations and silences, refusing episodes beyond the length limit."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    turns = [
+        PlannedTurn(index, item.speaker, item.text, item.line)
+        for index, item in enumerate(item for item in script.items if isinstance(item, Turn))
+    ]
+    groups = _whole_groups(script, turns) if mode == "whole" else _turn_groups(script, turns, max_segment_seconds)
+    items: list[Segment | Silence] = []
+    for group in groups:
+        if isinstance(group, Silence):
+            items.append(group)
+        else:
+            items.append(Segment(index=sum(isinstance(item, Segment) for item in items), turns=tuple(group)))
+    plan = Plan(mode=mode, speakers=script.speakers, items=tuple(items))
+    minutes = plan.estimated_seconds / 60
+    if minutes > MAX_EPISODE_MINUTES:
+        raise ScriptError(
+            f"the script would run about {minutes:.0f} minutes; at most {MAX_EPISODE_MINUTES:.0f} minutes "
+            "of audio per episode"
+        )
+    return plan
+
+
+def _whole_groups(script: Script, turns: list[PlannedTurn]) -> list[list[PlannedTurn] | Silence]:
+    """Consecutive turns share a generation; every pause closes one."""
+    groups: list[list[PlannedTurn] | Silence] = [[]]
+    turn_iter = iter(turns)
+    for item in script.items:
+        if isinstance(item, Pause):
+            groups.append(Silence(item.seconds, item.line))
+            groups.append([])
+        else:
+            current = groups[-1]
+            assert isinstance(current, list)
+            current.append(next(turn_iter))
+    return [group for group in groups if not (isinstance(group, list) and not group)]
+
+
+def _turn_groups(
+    script: Script, turns: list[PlannedTurn], max_segment_seconds: float
+) -> list[list[PlannedTurn] | Silence]:
+    groups: list[list[PlannedTurn] | Silence] = []
+    turn_iter = iter(turns)
+    for item in script.items:
+        if isinstance(item, Pause):
+            groups.append(Silence(item.seconds, item.line))
+        else:
+            groups += [[piece] for piece in _split_long_turn(next(turn_iter), max_segment_seconds)]
+    return groups
+
+
+def _split_long_turn(turn: PlannedTurn, max_segment_seconds: float) -> list[PlannedTurn]:
+    """Pieces of a turn no longer than the bound, cut at sentence ends (a single long sentence stays whole)."""
+    max_chars = max_segment_seconds * CHARS_PER_SECOND
+    if len(turn.text) <= max_chars:
+        return [turn]
+    pieces: list[str] = []
+    for sentence in _SENTENCE_END.split(turn.text):
+        if pieces and len(pieces[-1]) + 1 + len(sentence) <= max_chars:
+            pieces[-1] = f"{pieces[-1]} {sentence}"
+        else:
+            pieces.append(sentence)
+    return [PlannedTurn(turn.index, turn.speaker, piece, turn.line) for piece in pieces]

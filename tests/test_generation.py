@@ -1,0 +1,107 @@
+"""The generation seam and the renderer, on a tiny checkpoint (float32, CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers.generation import UnbatchedClassifierFreeGuidanceLogitsProcessor
+
+from pipeline.generation import SAMPLES_PER_FRAME, GenerationSettings, SegmentRequest, generate_segment
+from pipeline.model_loading import LoadedModel, load_model
+from pipeline.plan import plan_script
+from pipeline.podcast import render_podcast
+from pipeline.prompt import SegmentText, build_prompt_text
+from pipeline.script import parse_script
+
+
+def voice(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * 24_000)) / 24_000
+    tone = np.sin(2 * np.pi * (140 + 40 * seed) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    return (0.1 * tone + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_hf_checkpoint: Path) -> LoadedModel:
+    return load_model(str(tiny_hf_checkpoint), device="cpu")
+
+
+def request(max_frames: int = 12, seed: int = 0) -> SegmentRequest:
+    text = SegmentText(((0, "Hello and welcome."), (1, "Thanks, glad to be here."), (0, "Let's begin.")))
+    return SegmentRequest(text, {0: voice(4, 0), 1: voice(5, 1)}, max_frames, GenerationSettings(seed=seed))
+
+
+def test_prompt_has_one_voice_placeholder_per_speaker() -> None:
+    text = SegmentText(((2, "Hi."), (0, "Hello."), (2, "Bye.")))
+    prompt = build_prompt_text(text, "<bos>", "<a>", "<eos>")
+    assert prompt.count("<a>") == 2
+    assert " Speaker 0:<bos><a><eos>\n Speaker 1:<bos><a><eos>\n" in prompt
+    assert " Speaker 0: Hi.\n Speaker 1: Hello.\n Speaker 0: Bye.\n Speech output:\n<bos>" in prompt
+
+
+def test_segment_audio_and_latents_line_up(tiny: LoadedModel) -> None:
+    progress: list[int] = []
+    result = generate_segment(tiny, request(), on_frame=progress.append)
+    assert result.frames == 12 and result.reached_frame_budget
+    assert result.audio.dtype == np.float32 and result.audio.shape == (12 * SAMPLES_PER_FRAME,)
+    assert result.latents.shape == (12, tiny.model.config.audio_config.hidden_size)
+    assert np.isfinite(result.audio).all() and np.abs(result.audio).max() > 0
+    assert progress[-1] == 12 and progress == sorted(progress)
+
+
+def test_same_seed_same_audio_other_seed_other_audio(tiny: LoadedModel) -> None:
+    first, again, other = (generate_segment(tiny, request(seed=s)) for s in (5, 5, 6))
+    assert np.array_equal(first.audio, again.audio)
+    assert torch.equal(first.latents, again.latents)
+    assert not np.array_equal(first.audio, other.audio)
+
+
+def test_recorded_latents_decode_to_the_returned_audio(tiny: LoadedModel) -> None:
+    """The latents we keep are the ones the audio came from: decoding them again gives the same samples."""
+    result = generate_segment(tiny, request(max_frames=6))
+    model = tiny.model
+    scaled = result.latents / model.model.latent_scaling_factor - model.model.latent_bias_factor
+    with torch.inference_mode():
+        audio = model.model.audio_tower.decode(scaled.unsqueeze(0)).audio
+    np.testing.assert_allclose(audio.reshape(-1).numpy(), result.audio, atol=1e-4)
+
+
+def test_token_cfg_pass_is_dropped_but_diffusion_cfg_still_applies(tiny: LoadedModel) -> None:
+    seen: list[list[type]] = []
+    original = tiny.model.__class__._get_logits_processor
+
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        processors = original(self, *args, **kwargs)
+        seen.append([type(p) for p in processors])
+        return processors
+
+    tiny.model.__class__._get_logits_processor = spy
+    try:
+        with_cfg = generate_segment(tiny, request(max_frames=4))
+    finally:
+        tiny.model.__class__._get_logits_processor = original
+    assert seen and UnbatchedClassifierFreeGuidanceLogitsProcessor in seen[0]
+    assert not hasattr(tiny.model, "_get_logits_processor") or "_get_logits_processor" not in vars(tiny.model)
+    plain = generate_segment(
+        tiny, SegmentRequest(request().text, request().voices, 4, GenerationSettings(cfg_scale=1.0))
+    )
+    assert not np.array_equal(with_cfg.audio, plain.audio)
+
+
+def test_render_turns_mode_places_pauses_and_turns_exactly(tiny: LoadedModel) -> None:
+    script = parse_script("Speaker 1: Hi there.\n[pause: 500ms]\nSpeaker 2: Hello.\nSpeaker 1: Bye now.")
+    plan = plan_script(script, "turns")
+    rendered = render_podcast(tiny, plan, {0: voice(4, 0), 1: voice(4, 1)}, GenerationSettings(seed=3))
+    lengths = [segment.seconds for segment in rendered.segments]
+    assert len(lengths) == 3
+    assert rendered.seconds == pytest.approx(sum(lengths) + 0.5)
+    first, second, third = rendered.turns
+    assert (first.start, first.end) == (0.0, pytest.approx(lengths[0]))
+    assert second.start == pytest.approx(lengths[0] + 0.5)
+    assert third.end == pytest.approx(rendered.seconds)
+    pause = rendered.audio[int(lengths[0] * 24_000) : int((lengths[0] + 0.5) * 24_000)]
+    assert not pause.any()
+    assert [turn.speaker_name for turn in rendered.turns] == ["Speaker 1", "Speaker 2", "Speaker 1"]

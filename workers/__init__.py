@@ -1,0 +1,1 @@
+"""Job execution around the pipeline: output assembly now, the Celery app and GPU workers next."""
