@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.synthetic_audio import voice_like
 from tokenizer.voice_prompt import MAX_SECONDS, MIN_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,15 +37,7 @@ def voxcast_command() -> list[str]:
 
 
 def write_voice(path: Path, seconds: float, sample_rate: int = 24_000, seed: int = 0) -> Path:
-    """A speech-shaped recording: a gliding harmonic tone with syllable-rate amplitude modulation and a little noise."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(round(seconds * sample_rate)) / sample_rate
-    pitch = 140 * (1 + 0.05 * np.sin(2 * np.pi * 0.7 * t))
-    phase = 2 * np.pi * np.cumsum(pitch) / sample_rate
-    voice = sum(np.sin(k * phase) / k for k in range(1, 6))
-    envelope = 0.55 + 0.45 * np.sin(2 * np.pi * 4 * t)
-    audio = 0.2 * voice * envelope + 0.005 * rng.standard_normal(len(t))
-    sf.write(path, audio.astype(np.float32), sample_rate)
+    sf.write(path, voice_like(seconds, sample_rate, seed=seed), sample_rate)
     return path
 
 

@@ -15,13 +15,11 @@ from pipeline.plan import plan_script
 from pipeline.podcast import render_podcast
 from pipeline.prompt import SegmentText, build_prompt_text
 from pipeline.script import parse_script
+from tests.synthetic_audio import voice_like
 
 
 def voice(seconds: float, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * 24_000)) / 24_000
-    tone = np.sin(2 * np.pi * (140 + 40 * seed) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))
-    return (0.1 * tone + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+    return voice_like(seconds, 24_000, seed=seed)
 
 
 @pytest.fixture(scope="module")

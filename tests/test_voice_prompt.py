@@ -12,6 +12,7 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.synthetic_audio import voice_like
 from tokenizer.voice_prompt import (
     MAX_FILE_BYTES,
     MAX_FILE_SECONDS,
@@ -30,21 +31,6 @@ from tokenizer.voice_prompt import (
 VOICES_DIR = Path(__file__).resolve().parents[2] / "shared" / "examples" / "voices"
 ALLOWED_LENGTH = f"{MIN_SECONDS:g}–{MAX_SECONDS:g} s"
 FORMATS_HINT = "accepted formats: WAV, FLAC"
-
-
-def voice_like(seconds: float, sample_rate: int, channels: int = 1, seed: int = 0) -> np.ndarray:
-    """A harmonic tone with syllable-rate amplitude modulation and a little noise, roughly speech-shaped."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(round(seconds * sample_rate)) / sample_rate
-    pitch = 140 * (1 + 0.05 * np.sin(2 * np.pi * 0.7 * t))
-    phase = 2 * np.pi * np.cumsum(pitch) / sample_rate
-    harmonics = sum(np.sin(k * phase) / k for k in range(1, 6))
-    syllables = 0.55 + 0.45 * np.sin(2 * np.pi * 4 * t)
-    frames = np.stack(
-        [0.2 * harmonics * syllables + 0.005 * rng.standard_normal(len(t)) for _ in range(channels)],
-        axis=1,
-    ).astype(np.float32)
-    return frames[:, 0] if channels == 1 else frames
 
 
 def dbfs(samples: np.ndarray) -> float:
