@@ -33,6 +33,36 @@ if TYPE_CHECKING:
     from pipeline.podcast import Progress
 
 
+def register(subcommands: argparse._SubParsersAction, settings: Settings) -> None:
+    generate = subcommands.add_parser("generate", help="turn a script into a podcast")
+    generate.add_argument("script", type=Path, help="script: 'Speaker 1: ...', 'Name: ...', '[Name] ...' or JSON")
+    generate.add_argument(
+        "--voice",
+        action="append",
+        default=[],
+        metavar="SPEAKER=FILE",
+        help="voice recording for a speaker (number or name as in the script); repeat per speaker. "
+        "A bare FILE goes to the next speaker without one.",
+    )
+    generate.add_argument(
+        "--model",
+        default=settings.model,
+        help=f"hub id, checkpoint folder, or 'tiny-random' (default: {settings.model})",
+    )
+    generate.add_argument("-o", "--output", type=Path, required=True, help="audio file: .wav .flac .mp3 .ogg .opus")
+    generate.add_argument(
+        "--mode", choices=["whole", "turns"], default="whole", help="one generation per script (whole) or per turn"
+    )
+    generate.add_argument("--cfg-scale", type=float, default=1.3, help="classifier-free guidance scale (default 1.3)")
+    generate.add_argument("--diffusion-steps", type=int, default=10, help="diffusion steps per frame (default 10)")
+    generate.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    generate.add_argument("--device", default=settings.device, help="torch device (default: cuda if present, else cpu)")
+    generate.add_argument("--dtype", default=settings.dtype, help="float32, bfloat16 or float16 (default: bf16 on GPU)")
+    generate.add_argument("--no-normalize", action="store_true", help="skip loudness normalisation to -16 LUFS")
+    generate.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    generate.set_defaults(run=run_generate)
+
+
 def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     audio_format_for_output(args.output)
     _check_generation_settings(args)
