@@ -70,6 +70,7 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     plan = _plan(script, args, settings)
     voices = load_voices(script.speakers, args.voice)
     # transformers loads only once the inputs are known good: a typo costs a second, not a model import.
+    from pipeline.engine import Engine, EngineConfig
     from pipeline.generation import GenerationSettings
     from pipeline.model_loading import ModelLoadError, load_model
     from pipeline.podcast import render_podcast
@@ -81,8 +82,11 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     if loaded.is_tiny_random:
         print("note: tiny-random is an untrained toy model; the audio will be noise", file=sys.stderr)
     generation = GenerationSettings(cfg_scale=args.cfg_scale, diffusion_steps=args.diffusion_steps, seed=args.seed)
+    engine = Engine(
+        loaded, EngineConfig(slots=settings.engine_slots, max_context=settings.engine_max_context, policy="offline")
+    )
     with _progress_bar(plan, disabled=args.quiet) as report:
-        rendered = render_podcast(loaded, plan, voices, generation, on_progress=report)
+        rendered = render_podcast(engine, plan, voices, generation, on_progress=report)
     audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
     episode = Episode(audio=audio, turns=rendered.turns, chapters=chapters_from_turns(rendered.turns))
     files = write_episode(episode, args.output)
@@ -197,7 +201,5 @@ class _progress_bar:
     def report(self, progress: Progress) -> None:
         if progress.frames_done > self.bar.total:
             self.bar.total = progress.frames_done
-        self.bar.set_postfix_str(
-            f"{progress.audio_seconds:.1f}s audio, segment {progress.segment + 1}/{progress.segments}", refresh=False
-        )
+        self.bar.set_postfix_str(f"{progress.audio_seconds:.1f}s audio", refresh=False)
         self.bar.update(progress.frames_done - self.bar.n)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "VOXCAST_"
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 class SettingsError(ValueError):
@@ -27,6 +28,21 @@ class Settings:
     log_level: str = "WARNING"
     log_format: str = "text"  # "text" (key=value) or "json"
     max_segment_seconds: float = 120.0  # longest single generation in "turns" mode
+    engine_slots: int = 16  # requests generated side by side in one batch
+    engine_max_context: int = 8192  # tokens per slot (prompt + generated); ~15 min of audio in one segment
+    database_url: str | None = None  # SQLAlchemy URL; None: a SQLite file under data_dir
+    redis_url: str = "redis://127.0.0.1:6379/0"  # Celery broker and job-progress pub/sub
+    redis_namespace: str = "voxcast"  # prefix of every queue, key and channel voxcast uses in Redis
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    single_user: bool = False  # True: no API keys; every request acts as the one local admin
+    worker_model: str | None = None  # None: `model`
+    worker_concurrency: int = 2  # task threads per worker process, all feeding its one model
+    longest_job_seconds: float = 6 * 3600.0  # the broker's visibility timeout sits above this
+    heartbeat_seconds: float = 5.0  # how often a running job proves its worker is alive
+    stale_after_seconds: float = 60.0  # a running job silent this long is re-enqueued by the sweeper
+    max_jobs_in_flight: int = 4  # queued or running jobs per API key
+    max_upload_bytes: int = 50 * 1024 * 1024  # one voice file
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -43,6 +59,15 @@ class Settings:
 def _parse(name: str, raw: str, default: Any) -> Any:
     if isinstance(default, Path):
         return Path(raw).expanduser()
+    if isinstance(default, bool):
+        if raw.strip().lower() not in _BOOLEANS:
+            raise SettingsError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
+        return _BOOLEANS[raw.strip().lower()]
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not a whole number") from None
     if isinstance(default, float):
         try:
             return float(raw)

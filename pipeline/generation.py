@@ -1,29 +1,19 @@
-"""The generation seam: one segment in, its audio and latents out.
+"""The generation seam: segments in, their audio and latents out, through the serving engine.
 
-For now each segment runs through transformers' own `VibeVoiceForConditionalGeneration.generate()`.
-The serving engine replaces this one function; everything around it (planning, assembly, the CLI and
-the workers) only sees `SegmentRequest` and `SegmentAudio`.
-
-Two things are added around `generate()`, both on the model instance for the duration of one call:
-- the acoustic latents are recorded as the diffusion head produces them (`generate()` returns only audio),
-  so a job can later resume or regenerate from them;
-- the redundant token-level CFG pass is dropped: a generation config with `guidance_scale` set makes
-  transformers add `UnbatchedClassifierFreeGuidanceLogitsProcessor`, a third LM pass per frame whose
-  scores only reach VibeVoice's constrained choice among a handful of tokens. `guidance_scale` still
-  drives the diffusion CFG, which is where VibeVoice uses it.
+Planning, assembly, the CLI and the workers only see `SegmentRequest` and `SegmentAudio`. Segments given
+together run concurrently in the engine's batch; each keeps its own seed, so its audio is what it would
+be alone (and what transformers' `generate()` gives for it: see `pipeline.reference`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers.generation import LogitsProcessorList, UnbatchedClassifierFreeGuidanceLogitsProcessor
-from transformers.generation.streamers import BaseStreamer
 
+from pipeline.engine import Engine, EngineEvent, EventKind, GenerationRequest, PromptInputs, RequestHandle
 from pipeline.model_loading import LoadedModel
 from pipeline.prompt import SegmentText, build_prompt_text, voice_samples_in_prompt_order
 
@@ -67,106 +57,83 @@ class SegmentAudio:
         return len(self.audio) / SAMPLE_RATE
 
 
-class _FrameCounter(BaseStreamer):
-    """Counts audio frames as `generate()` emits tokens: each audio-diffusion token is one frame."""
-
-    def __init__(self, audio_token_id: int, on_frame: FrameCallback | None) -> None:
-        self.audio_token_id = audio_token_id
-        self.on_frame = on_frame
-        self.frames = 0
-        self._prompt_seen = False
-
-    def put(self, value: torch.Tensor) -> None:
-        if not self._prompt_seen:  # generate() first streams the whole prompt
-            self._prompt_seen = True
-            return
-        self.frames += int((value == self.audio_token_id).sum())
-        if self.on_frame is not None:
-            self.on_frame(self.frames)
-
-    def end(self) -> None:
-        """Nothing to flush: frames are reported as they come."""
+class GenerationError(RuntimeError):
+    """The engine failed or cancelled a segment."""
 
 
-def generate_segment(
-    loaded: LoadedModel, request: SegmentRequest, on_frame: FrameCallback | None = None
-) -> SegmentAudio:
-    """Generate one segment with transformers' `generate()`; `on_frame(frames_so_far)` reports progress.
-
-    Randomness (the σ-VAE noise on voice latents and each frame's initial diffusion noise) comes from the
-    global torch generator, which is seeded from `request.settings.seed` so a segment can be reproduced.
-    """
-    model = loaded.model
-    inputs = _model_inputs(loaded, request)
-    counter = _FrameCounter(model.config.audio_token_id, on_frame)
-    torch.manual_seed(request.settings.seed)
-    with torch.inference_mode(), _recording_latents(model) as latents, _without_token_cfg_pass(model):
-        audio = model.generate(
-            **inputs,
-            max_new_tokens=request.max_frames,
-            guidance_scale=request.settings.cfg_scale,
-            num_diffusion_steps=request.settings.diffusion_steps,
-            streamer=counter,
-        )[0]
-    samples = np.zeros(0, dtype=np.float32) if audio is None else audio.float().cpu().numpy().reshape(-1)
-    stacked = torch.cat(latents, dim=0) if latents else torch.zeros(0, model.config.audio_config.hidden_size)
-    return SegmentAudio(
-        audio=samples.astype(np.float32, copy=False),
-        latents=stacked,
-        frames=counter.frames,
-        reached_frame_budget=counter.frames >= request.max_frames,
-    )
-
-
-def _model_inputs(loaded: LoadedModel, request: SegmentRequest) -> dict[str, torch.Tensor]:
+def prompt_inputs(loaded: LoadedModel, text: SegmentText, voices: Mapping[int, np.ndarray]) -> PromptInputs:
+    """Tokenise the prompt and prepare the voice samples with the checkpoint's own processor."""
     processor = loaded.processor
-    prompt = build_prompt_text(
-        request.text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token
-    )
-    voices = [
-        np.asarray(voice, dtype=np.float32) for voice in voice_samples_in_prompt_order(request.text, request.voices)
-    ]
-    batch = processor(text=[prompt], audio=voices, sampling_rate=SAMPLE_RATE, return_tensors="pt")
-    inputs = {}
-    for name, value in batch.items():
-        if isinstance(value, torch.Tensor):
-            value = value.to(loaded.device)
-            if value.is_floating_point():
-                value = value.to(loaded.dtype)
-        inputs[name] = value
-    return inputs
+    prompt = build_prompt_text(text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token)
+    samples = [np.asarray(voice, dtype=np.float32) for voice in voice_samples_in_prompt_order(text, voices)]
+    batch = processor(text=[prompt], audio=samples, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+    return PromptInputs(batch["input_ids"], batch.get("input_values"), batch.get("padding_mask"))
 
 
-@contextlib.contextmanager
-def _recording_latents(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
-    """Collect every latent `generate()` samples, in order, as [n, latent_dim] float32 CPU tensors."""
-    recorded: list[torch.Tensor] = []
-    sample = model._sample_audio_latent
-
-    def recording_sample(*args, **kwargs):  # type: ignore[no-untyped-def]
-        latent = sample(*args, **kwargs)
-        recorded.append(latent.reshape(-1, latent.shape[-1]).float().cpu())
-        return latent
-
-    model._sample_audio_latent = recording_sample
-    try:
-        yield recorded
-    finally:
-        del model._sample_audio_latent
-
-
-@contextlib.contextmanager
-def _without_token_cfg_pass(model: torch.nn.Module) -> Iterator[None]:
-    get_processors = model._get_logits_processor
-
-    def processors_without_token_cfg(*args, **kwargs) -> LogitsProcessorList:  # type: ignore[no-untyped-def]
-        processors = get_processors(*args, **kwargs)
-        return LogitsProcessorList(
-            p for p in processors if not isinstance(p, UnbatchedClassifierFreeGuidanceLogitsProcessor)
+def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool = False) -> RequestHandle:
+    """Queue one segment in the engine; its frame budget is `generate()`'s `max_new_tokens`."""
+    settings = request.settings
+    return engine.submit(
+        GenerationRequest(
+            prompt=prompt_inputs(engine.loaded, request.text, request.voices),
+            max_new_tokens=request.max_frames,
+            seed=settings.seed,
+            cfg_scale=settings.cfg_scale,
+            diffusion_steps=settings.diffusion_steps,
+            streaming=streaming,
         )
+    )
 
-    model._get_logits_processor = processors_without_token_cfg
+
+def generate_segments(
+    engine: Engine,
+    requests: Sequence[SegmentRequest],
+    on_frame: Callable[[int, int], None] | None = None,
+) -> list[SegmentAudio]:
+    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress.
+
+    Raises GenerationError if any segment fails or is cancelled (the others are cancelled too).
+    """
+    handles = [submit_segment(engine, request) for request in requests]
+    collected: list[list[EngineEvent]] = [[] for _ in handles]
+    finals: dict[int, EngineEvent] = {}
+    index_of = {handle.request_id: i for i, handle in enumerate(handles)}
+
+    def on_event(event: EngineEvent) -> None:
+        i = index_of[event.request_id]
+        if event.kind is EventKind.AUDIO:
+            collected[i].append(event)
+            if on_frame is not None:
+                on_frame(i, event.frames)
+        elif event.kind in (EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED):
+            finals[i] = event
+
     try:
-        yield
-    finally:
-        del model._get_logits_processor
+        engine.wait(handles, on_event)
+    except BaseException:
+        for handle in handles:
+            handle.cancel()
+        raise
+    failed = [(i, event) for i, event in sorted(finals.items()) if event.kind is not EventKind.FINISHED]
+    if failed:
+        for handle in handles:
+            handle.cancel()
+        i, event = failed[0]
+        raise GenerationError(f"segment {i + 1} {event.kind.value}: {event.reason}")
+    return [_segment_audio(events, request) for events, request in zip(collected, requests, strict=True)]
+
+
+def generate_segment(engine: Engine, request: SegmentRequest, on_frame: FrameCallback | None = None) -> SegmentAudio:
+    """One segment through the engine; `on_frame(frames_so_far)` reports progress."""
+    report = None if on_frame is None else (lambda _, frames: on_frame(frames))
+    return generate_segments(engine, [request], report)[0]
+
+
+def _segment_audio(events: list[EngineEvent], request: SegmentRequest) -> SegmentAudio:
+    latent_dim = 0 if not events else events[0].latent.shape[-1]
+    return SegmentAudio(
+        audio=np.concatenate([event.audio for event in events]) if events else np.zeros(0, dtype=np.float32),
+        latents=torch.stack([event.latent for event in events]) if events else torch.zeros(0, latent_dim),
+        frames=len(events),
+        reached_frame_budget=len(events) >= request.max_frames,
+    )

@@ -1,7 +1,9 @@
-"""Rendering a plan: every segment through the generation seam, silences between, turn timings recorded.
+"""Rendering a plan: every segment through the engine at once, silences between, turn timings recorded.
 
-The result is one continuous 24 kHz track plus where each turn sits in it. Loudness, file formats and
-side files are the output writers' business (`workers.assembly`), so this module stays free of I/O.
+All segments of a plan are independent generations (each with its own seed), so they are submitted
+together and share the engine's batch: a 40-turn episode in `turns` mode runs 40 streams side by side
+instead of one after another. The result is one continuous 24 kHz track plus where each turn sits in
+it. Loudness, file formats and side files are the output writers' business (`workers.assembly`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pipeline.generation import SAMPLE_RATE, GenerationSettings, SegmentAudio, SegmentRequest, generate_segment
-from pipeline.model_loading import LoadedModel
+from pipeline.engine import Engine
+from pipeline.generation import SAMPLE_RATE, GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
 from pipeline.plan import FRAMES_PER_SECOND, Plan, PlannedTurn, Segment, Silence
 from pipeline.timeline import TimedTurn
 
@@ -22,10 +24,8 @@ from pipeline.timeline import TimedTurn
 class Progress:
     """How far a render is: frames of speech so far against the plan's estimate."""
 
-    frames_done: int
+    frames_done: int  # across all segments, which run concurrently
     frames_estimated: int
-    segment: int  # 0-based index of the segment being generated
-    segments: int
 
     @property
     def audio_seconds(self) -> float:
@@ -55,40 +55,38 @@ class EmptySegmentError(RuntimeError):
 
 
 def render_podcast(
-    loaded: LoadedModel,
+    engine: Engine,
     plan: Plan,
     voices: Mapping[int, np.ndarray],
     settings: GenerationSettings,
     on_progress: ProgressCallback | None = None,
 ) -> RenderedPodcast:
-    """Generate every segment of `plan` in order and lay them out with the plan's silences.
+    """Generate every segment of `plan` concurrently and lay them out in order with the plan's silences.
 
     Segment k is seeded with `settings.seed + k`, so one segment can be regenerated alone and come out
     the same as in the full run.
     """
+    segments = plan.segments
+    requests = [_request(segment, voices, settings) for segment in segments]
+    results = generate_segments(engine, requests, _progress_reporter(on_progress, plan, requests))
+    for segment, result in zip(segments, results, strict=True):
+        if result.frames == 0:
+            raise EmptySegmentError(
+                f"the model produced no audio for segment {segment.index + 1} (script line {segment.turns[0].line}); "
+                "try another seed or the 'turns' mode"
+            )
     pieces: list[np.ndarray] = []
     timings: list[TimedTurn] = []
-    results: list[SegmentAudio] = []
     cursor = 0.0
-    frames_before = 0
-    total_segments = len(plan.segments)
     for item in plan.items:
         if isinstance(item, Silence):
             pieces.append(np.zeros(round(item.seconds * SAMPLE_RATE), dtype=np.float32))
             cursor += item.seconds
             continue
-        report = _segment_reporter(on_progress, frames_before, plan.estimated_frames, item.index, total_segments)
-        result = generate_segment(loaded, _request(item, voices, settings), on_frame=report)
-        if result.frames == 0:
-            raise EmptySegmentError(
-                f"the model produced no audio for segment {item.index + 1} (script line {item.turns[0].line}); "
-                "try another seed or the 'turns' mode"
-            )
-        results.append(result)
+        result = results[item.index]
         pieces.append(result.audio)
         timings += _turn_timings(item, cursor, result.seconds, plan)
         cursor += result.seconds
-        frames_before += result.frames
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     return RenderedPodcast(audio=audio, turns=_merge_pieces(timings), segments=tuple(results))
 
@@ -100,12 +98,18 @@ def _request(segment: Segment, voices: Mapping[int, np.ndarray], settings: Gener
     return SegmentRequest(text=segment.text, voices=voices, max_frames=segment.max_frames, settings=segment_settings)
 
 
-def _segment_reporter(
-    on_progress: ProgressCallback | None, frames_before: int, estimated: int, segment: int, segments: int
-) -> Callable[[int], None] | None:
+def _progress_reporter(
+    on_progress: ProgressCallback | None, plan: Plan, requests: list[SegmentRequest]
+) -> Callable[[int, int], None] | None:
     if on_progress is None:
         return None
-    return lambda frames: on_progress(Progress(frames_before + frames, estimated, segment, segments))
+    frames = [0] * len(requests)
+
+    def report(index: int, frames_so_far: int) -> None:
+        frames[index] = frames_so_far
+        on_progress(Progress(sum(frames), plan.estimated_frames))
+
+    return report
 
 
 def _turn_timings(segment: Segment, start: float, seconds: float, plan: Plan) -> list[TimedTurn]:

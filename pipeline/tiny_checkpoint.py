@@ -107,10 +107,29 @@ def build_tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> VibeV
     config.text_config.pad_token_id = config.text_config.eos_token_id = config.eos_token_id
     torch.manual_seed(seed)
     model = VibeVoiceForConditionalGeneration(config).eval()
+    _make_tokenizers_sensitive(model)
     _nudge_towards_speaking(model)
     model.generation_config.pad_token_id = config.pad_token_id
     model.generation_config.eos_token_id = config.eos_token_id
     return model
+
+
+@torch.no_grad()
+def _make_tokenizers_sensitive(model: VibeVoiceForConditionalGeneration) -> None:
+    """Variance-preserving weights in the acoustic and semantic tokenizers.
+
+    The default initialisation (std 0.02, layer scales of 1e-6) shrinks the signal at every one of the
+    seven stages, so a random decoder's audio barely depends on its latents. Tests compare audio to prove
+    latents equal; that needs audio that moves when the latents move.
+    """
+    inner = model.model
+    for tower in (inner.audio_tower, inner.semantic_tokenizer_encoder):
+        for name, parameter in tower.named_parameters():
+            if name.endswith("gamma"):
+                parameter.fill_(0.5)
+            elif parameter.dim() > 1:
+                fan_in = parameter[0].numel() if "convtr" not in name else parameter.shape[0] * parameter.shape[2]
+                parameter.normal_(0.0, fan_in**-0.5)
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""The generation seam and the renderer, on a tiny checkpoint (float32, CPU)."""
+"""The generation seam, the reference path and the renderer, on a tiny checkpoint (float32, CPU)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import pytest
 import torch
 from transformers.generation import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
+from pipeline.engine import Engine, EngineConfig
 from pipeline.generation import SAMPLES_PER_FRAME, GenerationSettings, SegmentRequest, generate_segment
 from pipeline.model_loading import LoadedModel, load_model
 from pipeline.plan import plan_script
 from pipeline.podcast import render_podcast
 from pipeline.prompt import SegmentText, build_prompt_text
+from pipeline.reference import reference_generate_segment
 from pipeline.script import parse_script
 from tests.synthetic_audio import voice_like
 
@@ -25,6 +27,11 @@ def voice(seconds: float, seed: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def tiny(tiny_hf_checkpoint: Path) -> LoadedModel:
     return load_model(str(tiny_hf_checkpoint), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def engine(tiny: LoadedModel) -> Engine:
+    return Engine(tiny, EngineConfig(slots=4, max_context=1024, prefill_chunk=64))
 
 
 def request(max_frames: int = 12, seed: int = 0) -> SegmentRequest:
@@ -40,9 +47,9 @@ def test_prompt_has_one_voice_placeholder_per_speaker() -> None:
     assert " Speaker 0: Hi.\n Speaker 1: Hello.\n Speaker 0: Bye.\n Speech output:\n<bos>" in prompt
 
 
-def test_segment_audio_and_latents_line_up(tiny: LoadedModel) -> None:
+def test_segment_audio_and_latents_line_up(engine: Engine, tiny: LoadedModel) -> None:
     progress: list[int] = []
-    result = generate_segment(tiny, request(), on_frame=progress.append)
+    result = generate_segment(engine, request(), on_frame=progress.append)
     assert result.frames == 12 and result.reached_frame_budget
     assert result.audio.dtype == np.float32 and result.audio.shape == (12 * SAMPLES_PER_FRAME,)
     assert result.latents.shape == (12, tiny.model.config.audio_config.hidden_size)
@@ -50,16 +57,16 @@ def test_segment_audio_and_latents_line_up(tiny: LoadedModel) -> None:
     assert progress[-1] == 12 and progress == sorted(progress)
 
 
-def test_same_seed_same_audio_other_seed_other_audio(tiny: LoadedModel) -> None:
-    first, again, other = (generate_segment(tiny, request(seed=s)) for s in (5, 5, 6))
+def test_same_seed_same_audio_other_seed_other_audio(engine: Engine) -> None:
+    first, again, other = (generate_segment(engine, request(seed=s)) for s in (5, 5, 6))
     assert np.array_equal(first.audio, again.audio)
     assert torch.equal(first.latents, again.latents)
     assert not np.array_equal(first.audio, other.audio)
 
 
-def test_recorded_latents_decode_to_the_returned_audio(tiny: LoadedModel) -> None:
+def test_recorded_latents_decode_to_the_returned_audio(engine: Engine, tiny: LoadedModel) -> None:
     """The latents we keep are the ones the audio came from: decoding them again gives the same samples."""
-    result = generate_segment(tiny, request(max_frames=6))
+    result = generate_segment(engine, request(max_frames=6))
     model = tiny.model
     scaled = result.latents / model.model.latent_scaling_factor - model.model.latent_bias_factor
     with torch.inference_mode():
@@ -78,21 +85,24 @@ def test_token_cfg_pass_is_dropped_but_diffusion_cfg_still_applies(tiny: LoadedM
 
     tiny.model.__class__._get_logits_processor = spy
     try:
-        with_cfg = generate_segment(tiny, request(max_frames=4))
+        with_cfg = reference_generate_segment(tiny, request(max_frames=4))
+        as_shipped = reference_generate_segment(tiny, request(max_frames=4), token_cfg_pass=True)
     finally:
         tiny.model.__class__._get_logits_processor = original
-    assert seen and UnbatchedClassifierFreeGuidanceLogitsProcessor in seen[0]
-    assert not hasattr(tiny.model, "_get_logits_processor") or "_get_logits_processor" not in vars(tiny.model)
-    plain = generate_segment(
+    assert UnbatchedClassifierFreeGuidanceLogitsProcessor in seen[0]
+    assert "_get_logits_processor" not in vars(tiny.model)
+    # The dropped pass changes nothing VibeVoice emits here: same frames, same audio.
+    np.testing.assert_array_equal(with_cfg.audio, as_shipped.audio)
+    plain = reference_generate_segment(
         tiny, SegmentRequest(request().text, request().voices, 4, GenerationSettings(cfg_scale=1.0))
     )
     assert not np.array_equal(with_cfg.audio, plain.audio)
 
 
-def test_render_turns_mode_places_pauses_and_turns_exactly(tiny: LoadedModel) -> None:
+def test_render_turns_mode_places_pauses_and_turns_exactly(engine: Engine) -> None:
     script = parse_script("Speaker 1: Hi there.\n[pause: 500ms]\nSpeaker 2: Hello.\nSpeaker 1: Bye now.")
     plan = plan_script(script, "turns")
-    rendered = render_podcast(tiny, plan, {0: voice(4, 0), 1: voice(4, 1)}, GenerationSettings(seed=3))
+    rendered = render_podcast(engine, plan, {0: voice(4, 0), 1: voice(4, 1)}, GenerationSettings(seed=3))
     lengths = [segment.seconds for segment in rendered.segments]
     assert len(lengths) == 3
     assert rendered.seconds == pytest.approx(sum(lengths) + 0.5)

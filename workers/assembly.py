@@ -102,9 +102,7 @@ def audio_format_for(path: Path) -> tuple[str, str | None]:
         return AUDIO_FORMATS[path.suffix.lower()]
     except KeyError:
         allowed = ", ".join(sorted(AUDIO_FORMATS))
-        raise OutputError(
-            f"unsupported audio extension {path.suffix!r} for {path}; use one of: {allowed}"
-        ) from None
+        raise OutputError(f"unsupported audio extension {path.suffix!r} for {path}; use one of: {allowed}") from None
 
 
 def normalize_loudness(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -147,9 +145,7 @@ def _chapter_title(turn: TimedTurn) -> str:
     return f"{turn.speaker_name}: {snippet}"
 
 
-def chapters_from_turns(
-    turns: Sequence[TimedTurn], *, min_chapter_seconds: float = 60.0
-) -> tuple[Chapter, ...]:
+def chapters_from_turns(turns: Sequence[TimedTurn], *, min_chapter_seconds: float = 60.0) -> tuple[Chapter, ...]:
     """Split the episode into chapters at turn boundaries.
 
     A chapter closes at the first turn that starts at least min_chapter_seconds
@@ -222,10 +218,7 @@ def _chapters_document(episode: Episode) -> dict[str, Any]:
     return {
         "version": _CHAPTERS_JSON_VERSION,
         "duration": _ms(episode.seconds),
-        "chapters": [
-            {"title": c.title, "start": _ms(c.start), "end": _ms(c.end)}
-            for c in episode.chapters
-        ],
+        "chapters": [{"title": c.title, "start": _ms(c.start), "end": _ms(c.end)} for c in episode.chapters],
         "turns": [
             {
                 "index": t.index,

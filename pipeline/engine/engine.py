@@ -1,0 +1,231 @@
+"""The serving engine: continuous batching of VibeVoice generations.
+
+Requests join and leave between steps. Each admitted request holds a slot (its caches live in the
+runner); waiting requests get a slot as soon as one frees. Every step the policy picks what runs, the
+runner runs it, and the engine turns the outcome into events and decides who has finished.
+
+The engine is driven either by a caller (`step()` / `run_until_idle()`, as tests and the CLI do) or by its
+own background thread (`start()`), as a worker does; `submit()` and `cancel()` are safe from any thread.
+It knows nothing of HTTP, queues or databases.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.engine.requests import (
+    FINAL_EVENTS,
+    EngineEvent,
+    EventKind,
+    GenerationRequest,
+    RequestHandle,
+    RequestState,
+)
+from pipeline.engine.runner import ModelRunner, RowOutcome
+from pipeline.engine.scheduler import POLICIES, RequestView, StepBudget
+from pipeline.model_loading import LoadedModel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    slots: int = 16
+    max_context: int = 8192  # tokens per slot and branch: prompt + generated tokens
+    policy: str = "online"  # "online" (streams, time to first audio) or "offline" (throughput)
+    prefill_chunk: int = 512  # prompt tokens one request may prefill in one step
+    token_budget: int | None = None  # LM tokens per step; default: slots + prefill_chunk
+
+    def budget(self) -> StepBudget:
+        tokens = self.token_budget if self.token_budget is not None else self.slots + self.prefill_chunk
+        return StepBudget(max_batch=self.slots, token_budget=tokens, prefill_chunk=self.prefill_chunk)
+
+
+class Engine:
+    def __init__(self, loaded: LoadedModel, config: EngineConfig | None = None) -> None:
+        self.loaded = loaded
+        self.config = config or EngineConfig()
+        if self.config.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.config.policy!r}; use one of {', '.join(POLICIES)}")
+        self.policy = POLICIES[self.config.policy]()
+        self.budget = self.config.budget()
+        self.runner = ModelRunner(loaded, self.config.slots, self.config.max_context)
+        self.eos_token_ids = _eos_token_ids(loaded)
+        self.active: dict[int, RequestState] = {}
+        self.free_slots = list(range(self.config.slots))
+        self.waiting: collections.deque[RequestHandle] = collections.deque()
+        self.cancelled: set[int] = set()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.stopping = False
+        logger.info(
+            "engine ready",
+            extra={"slots": self.config.slots, "cache_bytes": self.runner.cache_nbytes, "policy": self.config.policy},
+        )
+
+    def submit(self, request: GenerationRequest) -> RequestHandle:
+        """Queue a request; its events arrive on the returned handle."""
+        handle = RequestHandle(request, self.cancel)
+        needed = request.prompt.length + request.max_new_tokens
+        if needed > self.config.max_context:
+            handle.deliver(
+                EngineEvent(
+                    request.request_id,
+                    EventKind.FAILED,
+                    reason=f"the prompt ({request.prompt.length} tokens) plus up to {request.max_new_tokens} new "
+                    f"tokens exceed the engine's context of {self.config.max_context} tokens",
+                )
+            )
+            return handle
+        with self.lock:
+            self.waiting.append(handle)
+        self.wake.set()
+        return handle
+
+    def cancel(self, request_id: int) -> None:
+        with self.lock:
+            self.cancelled.add(request_id)
+        self.wake.set()
+
+    @property
+    def idle(self) -> bool:
+        with self.lock:
+            return not self.waiting and not self.active
+
+    def step(self) -> bool:
+        """Run one engine step; False when there was nothing to do."""
+        self._drop_cancelled()
+        self._admit()
+        views = [self._view(state) for state in self.active.values()]
+        if not views:
+            return False
+        plan = self.policy.plan(views, self.budget)
+        prefill = [(self.active[request_id], tokens) for request_id, tokens in plan.prefill]
+        decode = [self.active[request_id] for request_id in plan.decode]
+        try:
+            outcomes = self.runner.run(prefill, decode)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
+            logger.exception("engine step failed", extra={"requests": [s.request.request_id for s in decode]})
+            for state in {id(s): s for s in [*decode, *(s for s, _ in prefill)]}.values():
+                self._finish(state, EventKind.FAILED, f"generation failed: {error}")
+            return True
+        now = time.monotonic()
+        for outcome in outcomes:
+            self._record(outcome, now)
+        return True
+
+    def wait(self, handles: Sequence[RequestHandle], on_event: Callable[[EngineEvent], None]) -> None:
+        """Pass every event of `handles` to `on_event` until each has had its final one.
+
+        With the background thread running this only waits; otherwise it steps the engine itself, so a
+        caller without a thread (the CLI, tests) drives generation and sees progress as it happens.
+        """
+        pending = {handle.request_id: handle for handle in handles}
+        while pending:
+            stepped = self.thread is None and self.step()
+            wait_seconds = 0.0 if self.thread is None else 0.05
+            for request_id, handle in list(pending.items()):
+                for event in handle.drain(wait_seconds if request_id == next(iter(pending)) else 0.0):
+                    on_event(event)
+                    if event.kind in FINAL_EVENTS:
+                        del pending[request_id]
+            if self.thread is None and not stepped and pending:
+                raise RuntimeError(f"engine is idle but requests {sorted(pending)} never finished")
+
+    def run_until_idle(self) -> None:
+        while self.step():
+            pass
+
+    def start(self) -> None:
+        """Step in a background thread until `stop()`."""
+        self.thread = threading.Thread(target=self._loop, name="voxcast-engine", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _loop(self) -> None:
+        while not self.stopping:
+            if not self.step():
+                self.wake.wait(timeout=0.5)
+                self.wake.clear()
+
+    def _admit(self) -> None:
+        while self.free_slots:
+            with self.lock:
+                if not self.waiting:
+                    return
+                handle = self.waiting.popleft()
+            request = handle.request
+            if request.request_id in self.cancelled:
+                self.cancelled.discard(request.request_id)
+                handle.deliver(EngineEvent(request.request_id, EventKind.CANCELLED, reason="cancelled while queued"))
+                continue
+            generator = torch.Generator().manual_seed(request.seed)
+            state = RequestState(request, handle, self.free_slots.pop(0), generator)
+            self.runner.admit(state)
+            self.active[request.request_id] = state
+            handle.deliver(EngineEvent(request.request_id, EventKind.STARTED))
+
+    def _drop_cancelled(self) -> None:
+        with self.lock:
+            ids = self.cancelled & self.active.keys()
+            self.cancelled -= ids
+        for request_id in ids:
+            self._finish(self.active[request_id], EventKind.CANCELLED, "cancelled")
+
+    def _view(self, state: RequestState) -> RequestView:
+        return RequestView(
+            request_id=state.request.request_id,
+            arrival=state.request.arrival,
+            prompt_remaining=state.request.prompt.length - state.prefilled,
+            has_audio=state.frames > 0,
+            streaming=state.request.streaming,
+            buffered_seconds=state.buffered_seconds(time.monotonic()),
+        )
+
+    def _record(self, outcome: RowOutcome, now: float) -> None:
+        state = outcome.state
+        request_id = state.request.request_id
+        state.new_tokens += 1
+        if outcome.audio is not None:
+            state.frames += 1
+            if state.first_audio_at is None:
+                state.first_audio_at = now
+                state.handle.deliver(EngineEvent(request_id, EventKind.FIRST_AUDIO, frames=state.frames))
+            state.handle.deliver(
+                EngineEvent(
+                    request_id, EventKind.AUDIO, frames=state.frames, audio=outcome.audio, latent=outcome.latent
+                )
+            )
+        if outcome.token in self.eos_token_ids:
+            self._finish(state, EventKind.FINISHED, "eos")
+        elif state.new_tokens >= state.request.max_new_tokens:
+            self._finish(state, EventKind.FINISHED, "length")
+
+    def _finish(self, state: RequestState, kind: EventKind, reason: str) -> None:
+        request_id = state.request.request_id
+        if self.active.pop(request_id, None) is None:
+            return
+        self.runner.release(state.slot)
+        self.free_slots.append(state.slot)
+        state.handle.deliver(EngineEvent(request_id, kind, frames=state.frames, reason=reason))
+
+
+def _eos_token_ids(loaded: LoadedModel) -> frozenset[int]:
+    """The tokens that end a generation: the generation config's eos ids, else the model's."""
+    configured = loaded.model.generation_config.eos_token_id
+    if configured is None:
+        configured = loaded.model.config.eos_token_id
+    return frozenset(configured if isinstance(configured, list) else [configured])

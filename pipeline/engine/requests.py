@@ -1,0 +1,148 @@
+"""What a request to the engine is, what it reports back, and how far it has got.
+
+A request is one generation (a segment of a podcast): its model inputs, a frame budget, its own seeded
+random generator and its quality settings. The engine reports through events, in order: `started` (a slot
+was given), `first_audio`, one `audio` per frame (24 kHz samples and the frame's latent), and exactly one
+final event: `finished`, `cancelled` or `failed`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import queue
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+_ids = itertools.count(1)
+
+
+class EventKind(enum.Enum):
+    STARTED = "started"
+    FIRST_AUDIO = "first_audio"
+    AUDIO = "audio"
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+FINAL_EVENTS = frozenset({EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED})
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    request_id: int
+    kind: EventKind
+    frames: int = 0  # frames produced so far
+    audio: np.ndarray | None = None  # AUDIO: this frame's 3200 samples, float32 at 24 kHz
+    latent: torch.Tensor | None = None  # AUDIO: this frame's acoustic latent [latent_dim], float32 CPU
+    reason: str = ""  # FINISHED: "eos" or "length"; CANCELLED/FAILED: why
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    """The processor's output for one request: token ids, voice samples and their padding mask."""
+
+    input_ids: torch.Tensor  # [1, prompt_tokens]
+    input_values: torch.Tensor | None  # [voices, 1, samples] or None without voices
+    padding_mask: torch.Tensor | None  # [voices, samples]
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    def as_model_kwargs(self, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The inputs as `generate()` takes them, on `device`, voice samples in `dtype`."""
+        kwargs = {
+            "input_ids": self.input_ids.to(device),
+            "attention_mask": torch.ones_like(self.input_ids, device=device),
+        }
+        if self.input_values is not None:
+            kwargs["input_values"] = self.input_values.to(device, dtype)
+            kwargs["padding_mask"] = self.padding_mask.to(device)
+        return kwargs
+
+
+@dataclass
+class GenerationRequest:
+    """One generation for the engine. `max_new_tokens` counts every chosen token, as `generate()` does."""
+
+    prompt: PromptInputs
+    max_new_tokens: int
+    seed: int = 0
+    cfg_scale: float = 1.3
+    diffusion_steps: int = 10
+    streaming: bool = False  # a listener plays it as it comes: schedule to keep ahead of real time
+    request_id: int = field(default_factory=lambda: next(_ids))
+    arrival: float = field(default_factory=time.monotonic)
+
+
+class RequestHandle:
+    """The caller's side of a request: its events as they come, or the whole result at the end."""
+
+    def __init__(self, request: GenerationRequest, cancel: Callable[[int], None]) -> None:
+        self.request = request
+        self._events: queue.Queue[EngineEvent] = queue.Queue()
+        self._cancel = cancel
+
+    @property
+    def request_id(self) -> int:
+        return self.request.request_id
+
+    def cancel(self) -> None:
+        """Stop the request at the next engine step; its final event will be `cancelled`."""
+        self._cancel(self.request_id)
+
+    def deliver(self, event: EngineEvent) -> None:
+        self._events.put(event)
+
+    def drain(self, wait_seconds: float = 0.0) -> list[EngineEvent]:
+        """Events delivered so far, waiting up to `wait_seconds` for the first one."""
+        events = []
+        try:
+            events.append(self._events.get(timeout=wait_seconds) if wait_seconds > 0 else self._events.get_nowait())
+            while True:
+                events.append(self._events.get_nowait())
+        except queue.Empty:
+            return events
+
+    def events(self, timeout: float | None = None) -> Iterator[EngineEvent]:
+        """Events until (and including) the final one; `timeout` bounds each wait, in seconds."""
+        while True:
+            event = self._events.get(timeout=timeout)
+            yield event
+            if event.kind in FINAL_EVENTS:
+                return
+
+
+@dataclass
+class RequestState:
+    """The engine's bookkeeping for an admitted request (host side; tensors live in the runner)."""
+
+    request: GenerationRequest
+    handle: RequestHandle
+    slot: int
+    generator: torch.Generator
+    prefilled: int = 0  # prompt tokens already through the LM
+    new_tokens: int = 0
+    frames: int = 0
+    first_audio_at: float | None = None
+    cancel_requested: bool = False
+
+    @property
+    def in_prefill(self) -> bool:
+        return self.prefilled < self.request.prompt.length
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.frames / 7.5
+
+    def buffered_seconds(self, now: float) -> float:
+        """Audio produced ahead of real-time playback that started at the first frame."""
+        if self.first_audio_at is None:
+            return 0.0
+        return self.audio_seconds - (now - self.first_audio_at)

@@ -1,0 +1,220 @@
+"""The model side of an engine step: the only place in the engine that touches tensors.
+
+The runner owns, for every slot: both CFG branches' KV caches, the acoustic decoder's and semantic
+encoder's streaming states, and the embedding the slot feeds the LM next. A step is:
+
+1. prompt chunks through the LM (one forward per chunk), and one batched LM forward for every decoding slot;
+2. the token choice among the handful of tokens VibeVoice may emit, scored against just their rows of
+   the LM head (the full 151,936-row head is never read);
+3. for the slots that chose the diffusion token: one batched negative-branch forward, one batched
+   diffusion sampling per step count, one batched acoustic decode and one batched semantic encode,
+   giving each slot its frame of audio and its next input embedding.
+
+Randomness follows `generate()` for a request run alone (each request draws from its own generator, in
+the order and shapes `generate()` draws from the global one), so a request's audio does not depend on
+what else shares its batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from diffusion.dpm_solver import sample_with_guidance
+from pipeline.engine.kv_cache import KVCacheShape, SlotCacheView, SlotKVCache
+from pipeline.engine.requests import PromptInputs, RequestState
+from pipeline.model_loading import LoadedModel
+from tokenizer.streaming import SlotConvCache
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """What one slot got from a step: the chosen token and, for the diffusion token, a frame."""
+
+    state: RequestState
+    token: int
+    audio: np.ndarray | None = None  # [samples_per_frame] float32
+    latent: torch.Tensor | None = None  # [latent_dim] float32 CPU
+
+
+@dataclass(frozen=True)
+class _ChosenRow:
+    state: RequestState
+    hidden: torch.Tensor  # [hidden] last positive hidden state
+    positive_input: torch.Tensor | None  # [1, hidden] what the positive branch was fed (None: it was the prompt)
+
+
+class ModelRunner:
+    def __init__(self, loaded: LoadedModel, slots: int, capacity: int) -> None:
+        self.model = loaded.model
+        self.inner = loaded.model.model
+        self.device = loaded.device
+        self.dtype = loaded.dtype
+        config = loaded.model.config
+        text = config.text_config
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        shape = KVCacheShape(text.num_hidden_layers, text.num_key_value_heads, head_dim, capacity)
+        self.positive = SlotKVCache(shape, slots, self.device, self.dtype)
+        self.negative = SlotKVCache(shape, slots, self.device, self.dtype)
+        self.acoustic = SlotConvCache(slots)
+        self.semantic = SlotConvCache(slots)
+        self.next_embeds = torch.zeros(slots, 1, text.hidden_size, device=self.device, dtype=self.dtype)
+        self.prompt_embeds: dict[int, torch.Tensor] = {}
+        self.audio_token_id = config.audio_token_id
+        self.audio_bos_token_id = config.audio_bos_token_id
+        # Sorted, so ties resolve to the lowest token id, as an argmax over the masked vocabulary does.
+        self.choosable_ids = sorted(
+            {config.audio_bos_token_id, config.audio_eos_token_id, config.audio_token_id, config.eos_token_id}
+        )
+        self.choosable_head = self.model.lm_head.weight[self.choosable_ids].detach()
+        self.latent_dim = config.audio_config.hidden_size
+        self.vae_std = config.audio_config.vae_std
+        self.hop_length = config.audio_config.hop_length
+
+    @property
+    def cache_nbytes(self) -> int:
+        """Memory held for all slots: both KV caches, the next-input buffer (conv states grow on first use)."""
+        buffers = self.next_embeds.numel() * self.next_embeds.element_size()
+        return self.positive.nbytes + self.negative.nbytes + buffers
+
+    @torch.inference_mode()
+    def admit(self, state: RequestState) -> None:
+        """Give `state`'s slot a clean start and embed its prompt (voice latents drawn from its generator)."""
+        slot = state.slot
+        for cache in (self.positive, self.negative):
+            cache.reset(slot)
+        for streams in (self.acoustic, self.semantic):
+            streams.reset(slot)
+        self.prompt_embeds[slot] = self._embed_prompt(state.request.prompt, state.generator)
+
+    def release(self, slot: int) -> None:
+        self.prompt_embeds.pop(slot, None)
+
+    @torch.inference_mode()
+    def run(self, prefill: Sequence[tuple[RequestState, int]], decode: Sequence[RequestState]) -> list[RowOutcome]:
+        """One engine step; returns an outcome for every slot that chose a token this step."""
+        chosen: list[_ChosenRow] = []
+        for state, tokens in prefill:
+            hidden = self._prefill_chunk(state, tokens)
+            if not state.in_prefill:
+                chosen.append(_ChosenRow(state, hidden, None))
+        if decode:
+            slots = [state.slot for state in decode]
+            inputs = self.next_embeds[slots]
+            hidden = self._forward(self.positive, slots, inputs)[:, -1]
+            chosen += [_ChosenRow(s, hidden[i], inputs[i]) for i, s in enumerate(decode)]
+        if not chosen:
+            return []
+        tokens = self._choose_tokens(torch.stack([row.hidden for row in chosen]))
+        return self._advance(chosen, tokens)
+
+    def _embed_prompt(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
+        input_ids = prompt.input_ids.to(self.device)
+        embeds = self.inner.get_input_embeddings()(input_ids)
+        if prompt.input_values is None:
+            return embeds
+        voices = self._voice_embeddings(prompt, generator)
+        placeholders = (input_ids == self.audio_token_id).unsqueeze(-1).expand_as(embeds)
+        return embeds.masked_scatter(placeholders, voices.to(embeds.dtype))
+
+    def _voice_embeddings(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
+        """The acoustic-connector embeddings of the voice samples, σ-VAE noise included.
+
+        `generate()` samples that noise inside the tokenizer's `encode(sample=True)` from the global
+        generator: a scale per voice, then one value per latent element. The same draws, in the same
+        shapes and order, come here from the request's own generator.
+        """
+        values = prompt.input_values.to(self.device, self.dtype)
+        latents = self.inner.audio_tower.encode(values, sample=False).latents
+        scale = self.vae_std * torch.randn(latents.shape[0], generator=generator, dtype=torch.float32)
+        # randn_like keeps the encoder output's (non-contiguous) strides, which decides the draw order.
+        noise = torch.empty_strided(latents.shape, latents.stride(), dtype=torch.float32).normal_(generator=generator)
+        latents = latents + (scale[:, None, None] * noise).to(latents.device, latents.dtype)
+        latents = (latents + self.inner.latent_bias_factor) * self.inner.latent_scaling_factor
+        frames = torch.ceil(prompt.padding_mask.sum(dim=-1) / self.hop_length).long()
+        valid = torch.arange(latents.shape[1])[None, :] < frames[:, None]
+        return self.inner.multi_modal_projector(latents)[valid.to(self.device)]
+
+    def _prefill_chunk(self, state: RequestState, tokens: int) -> torch.Tensor:
+        start = state.prefilled
+        chunk = self.prompt_embeds[state.slot][:, start : start + tokens]
+        hidden = self._forward(self.positive, [state.slot], chunk)
+        state.prefilled += tokens
+        if not state.in_prefill:
+            self.release(state.slot)
+        return hidden[0, -1]
+
+    def _forward(self, cache: SlotKVCache, slots: list[int], embeds: torch.Tensor) -> torch.Tensor:
+        """The LM over `embeds` [batch, tokens, hidden] appended to each slot's cache; last hidden states."""
+        view: SlotCacheView = cache.view(slots, embeds.shape[1], self.device)
+        output = self.inner.language_model(
+            inputs_embeds=embeds,
+            attention_mask={"full_attention": view.attention_mask},
+            position_ids=view.position_ids,
+            past_key_values=view,
+            use_cache=True,
+        )
+        view.commit()
+        return output.last_hidden_state
+
+    def _choose_tokens(self, hidden: torch.Tensor) -> list[int]:
+        scores = hidden.to(self.choosable_head.dtype) @ self.choosable_head.T
+        return [self.choosable_ids[i] for i in scores.float().argmax(dim=-1).tolist()]
+
+    def _advance(self, chosen: list[_ChosenRow], tokens: list[int]) -> list[RowOutcome]:
+        """Set every chosen slot's next input: a token embedding, or a new frame's embedding."""
+        frames = [i for i, token in enumerate(tokens) if token == self.audio_token_id]
+        others = [i for i, token in enumerate(tokens) if token != self.audio_token_id]
+        if others:
+            ids = torch.tensor([tokens[i] for i in others], device=self.device)
+            slots = [chosen[i].state.slot for i in others]
+            self.next_embeds[slots] = self.inner.get_input_embeddings()(ids).unsqueeze(1)
+        for i in others:
+            if tokens[i] == self.audio_bos_token_id:
+                self.negative.hide_history(chosen[i].state.slot)  # the CFG branch restarts with the speech
+        outcomes = {i: RowOutcome(chosen[i].state, tokens[i]) for i in others}
+        if frames:
+            audio, latents = self._make_frames([chosen[i] for i in frames])
+            for j, i in enumerate(frames):
+                outcomes[i] = RowOutcome(chosen[i].state, tokens[i], audio[j], latents[j])
+        return [outcomes[i] for i in range(len(chosen))]
+
+    def _make_frames(self, rows: list[_ChosenRow]) -> tuple[np.ndarray, torch.Tensor]:
+        slots = [row.state.slot for row in rows]
+        slot_index = torch.tensor(slots, device=self.device)
+        negative = self._negative_conditions(rows)
+        positive = torch.stack([row.hidden for row in rows])
+        noise = torch.stack(
+            # generate() draws the noise of the CFG pair (2 rows) per frame and denoises the first.
+            [torch.randn(2, self.latent_dim, generator=row.state.generator, dtype=torch.float32)[0] for row in rows]
+        ).to(self.device, self.dtype)
+        latents = torch.empty_like(noise)
+        for steps in sorted({row.state.request.diffusion_steps for row in rows}):
+            group = [i for i, row in enumerate(rows) if row.state.request.diffusion_steps == steps]
+            guidance = torch.tensor([rows[i].state.request.cfg_scale for i in group], device=self.device)
+            latents[group] = sample_with_guidance(
+                self.inner.diffusion_head, positive[group], negative[group], noise[group], guidance, steps
+            )
+        scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
+        audio = self.inner.audio_tower.decode(
+            scaled.unsqueeze(1), padding_cache=self.acoustic.rows(slot_index), use_cache=True
+        ).audio
+        semantic = self.inner.semantic_tokenizer_encoder(
+            audio, padding_cache=self.semantic.rows(slot_index), use_cache=True
+        ).latents
+        embeds = self.inner.multi_modal_projector(latents.unsqueeze(1)) + self.inner.semantic_connector(semantic)
+        self.next_embeds[slots] = embeds.to(self.dtype)
+        return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
+
+    def _negative_conditions(self, rows: list[_ChosenRow]) -> torch.Tensor:
+        """The CFG branch's hidden states for the rows making a frame, after one step of their own caches.
+
+        Like `generate()`, the branch is fed what the positive branch was fed this step; on the step right
+        after the prompt (no such input yet) it is fed the speech-start token it begins from.
+        """
+        bos = self.inner.get_input_embeddings()(torch.tensor([self.audio_bos_token_id], device=self.device))
+        inputs = torch.stack([bos if row.positive_input is None else row.positive_input for row in rows])
+        return self._forward(self.negative, [row.state.slot for row in rows], inputs)[:, -1]

@@ -1,0 +1,117 @@
+"""The reference path: one segment through transformers' own `VibeVoiceForConditionalGeneration.generate()`.
+
+voxcast serves through its engine (`pipeline.engine`); this path stays as the yardstick: parity tests
+check the engine's audio against it, and benchmarks measure the engine's speed against it.
+
+Two things are added around `generate()`, both on the model instance for the duration of one call:
+- the acoustic latents are recorded as the diffusion head produces them (`generate()` returns only audio);
+- by default, the redundant token-level CFG pass is dropped: a generation config with `guidance_scale`
+  set makes transformers add `UnbatchedClassifierFreeGuidanceLogitsProcessor`, a third LM pass per frame
+  whose scores only reach VibeVoice's constrained choice among a handful of tokens. `guidance_scale`
+  still drives the diffusion CFG, which is where VibeVoice uses it. Benchmarks report both ways.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from transformers.generation import LogitsProcessorList, UnbatchedClassifierFreeGuidanceLogitsProcessor
+from transformers.generation.streamers import BaseStreamer
+
+from pipeline.generation import FrameCallback, SegmentAudio, SegmentRequest, prompt_inputs
+from pipeline.model_loading import LoadedModel
+
+
+class _FrameCounter(BaseStreamer):
+    """Counts audio frames as `generate()` emits tokens: each audio-diffusion token is one frame."""
+
+    def __init__(self, audio_token_id: int, on_frame: FrameCallback | None) -> None:
+        self.audio_token_id = audio_token_id
+        self.on_frame = on_frame
+        self.frames = 0
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:  # generate() first streams the whole prompt
+            self._prompt_seen = True
+            return
+        self.frames += int((value == self.audio_token_id).sum())
+        if self.on_frame is not None:
+            self.on_frame(self.frames)
+
+    def end(self) -> None:
+        """Nothing to flush: frames are reported as they come."""
+
+
+def reference_generate_segment(
+    loaded: LoadedModel,
+    request: SegmentRequest,
+    on_frame: FrameCallback | None = None,
+    *,
+    token_cfg_pass: bool = False,
+) -> SegmentAudio:
+    """Generate one segment with transformers' `generate()`; `on_frame(frames_so_far)` reports progress.
+
+    Randomness (the σ-VAE noise on voice latents and each frame's initial diffusion noise) comes from the
+    global torch generator, seeded from `request.settings.seed`. `token_cfg_pass=True` keeps the third LM
+    pass transformers adds for `guidance_scale`, as shipped.
+    """
+    model = loaded.model
+    inputs = prompt_inputs(loaded, request.text, request.voices).as_model_kwargs(loaded.device, loaded.dtype)
+    counter = _FrameCounter(model.config.audio_token_id, on_frame)
+    torch.manual_seed(request.settings.seed)
+    skip_token_cfg = contextlib.nullcontext() if token_cfg_pass else _without_token_cfg_pass(model)
+    with torch.inference_mode(), _recording_latents(model) as latents, skip_token_cfg:
+        audio = model.generate(
+            **inputs,
+            max_new_tokens=request.max_frames,
+            guidance_scale=request.settings.cfg_scale,
+            num_diffusion_steps=request.settings.diffusion_steps,
+            streamer=counter,
+        )[0]
+    samples = np.zeros(0, dtype=np.float32) if audio is None else audio.float().cpu().numpy().reshape(-1)
+    stacked = torch.cat(latents, dim=0) if latents else torch.zeros(0, model.config.audio_config.hidden_size)
+    return SegmentAudio(
+        audio=samples.astype(np.float32, copy=False),
+        latents=stacked,
+        frames=counter.frames,
+        reached_frame_budget=counter.frames >= request.max_frames,
+    )
+
+
+@contextlib.contextmanager
+def _recording_latents(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Collect every latent `generate()` samples, in order, as [n, latent_dim] float32 CPU tensors."""
+    recorded: list[torch.Tensor] = []
+    sample = model._sample_audio_latent
+
+    def recording_sample(*args, **kwargs):  # type: ignore[no-untyped-def]
+        latent = sample(*args, **kwargs)
+        recorded.append(latent.reshape(-1, latent.shape[-1]).float().cpu())
+        return latent
+
+    model._sample_audio_latent = recording_sample
+    try:
+        yield recorded
+    finally:
+        del model._sample_audio_latent
+
+
+@contextlib.contextmanager
+def _without_token_cfg_pass(model: torch.nn.Module) -> Iterator[None]:
+    get_processors = model._get_logits_processor
+
+    def processors_without_token_cfg(*args, **kwargs) -> LogitsProcessorList:  # type: ignore[no-untyped-def]
+        processors = get_processors(*args, **kwargs)
+        return LogitsProcessorList(
+            p for p in processors if not isinstance(p, UnbatchedClassifierFreeGuidanceLogitsProcessor)
+        )
+
+    model._get_logits_processor = processors_without_token_cfg
+    try:
+        yield
+    finally:
+        del model._get_logits_processor
