@@ -14,7 +14,7 @@ Two things are added around `generate()`, both on the model instance for the dur
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from pipeline.generation import FrameCallback, SegmentAudio, SegmentRequest, prompt_inputs
 from pipeline.model_loading import LoadedModel
+from pipeline.prompt import build_prompt_text, voice_samples_in_prompt_order
 
 
 class _FrameCounter(BaseStreamer):
@@ -115,3 +116,70 @@ def _without_token_cfg_pass(model: torch.nn.Module) -> Iterator[None]:
         yield
     finally:
         del model._get_logits_processor
+
+
+class _BatchFrameCounter(BaseStreamer):
+    """Per-row frame callbacks for a static batch, up to each row's own frame budget."""
+
+    def __init__(self, audio_token_id: int, budgets: list[int], on_frame: Callable[[int], None]) -> None:
+        self.audio_token_id = audio_token_id
+        self.budgets = budgets
+        self.frames = [0] * len(budgets)
+        self.on_frame = on_frame
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for row, token in enumerate(value.reshape(-1).tolist()):
+            if token == self.audio_token_id and self.frames[row] < self.budgets[row]:
+                self.frames[row] += 1
+                self.on_frame(row)
+
+    def end(self) -> None:
+        """Nothing to flush: frames are reported as they come."""
+
+
+def hf_static_batch_generate(
+    loaded: LoadedModel,
+    requests: Sequence[SegmentRequest],
+    on_frame: Callable[[int], None],
+    *,
+    token_cfg_pass: bool = False,
+) -> None:
+    """Run `requests` as one static `generate()` batch (left-padded prompts), as a batching demo would.
+
+    The batch starts together and runs until its longest request is done; `on_frame(row)` reports each
+    row's frames up to its own budget (frames a row makes past it are the static batch's waste). Used by
+    benchmarks; the audio itself is not kept.
+    """
+    processor, model = loaded.processor, loaded.model
+    prompts, voices = [], []
+    for request in requests:
+        inputs_text = request.text
+        prompts.append(
+            build_prompt_text(inputs_text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token)
+        )
+        voices += [np.asarray(v, dtype=np.float32) for v in voice_samples_in_prompt_order(inputs_text, request.voices)]
+    side = processor.tokenizer.padding_side
+    processor.tokenizer.padding_side = "left"
+    try:
+        batch = processor(text=prompts, audio=voices, sampling_rate=24_000, return_tensors="pt", padding=True)
+    finally:
+        processor.tokenizer.padding_side = side
+    inputs = {
+        name: value.to(loaded.device, loaded.dtype) if value.is_floating_point() else value.to(loaded.device)
+        for name, value in batch.items()
+    }
+    budgets = [request.max_frames for request in requests]
+    counter = _BatchFrameCounter(model.config.audio_token_id, budgets, on_frame)
+    skip_token_cfg = contextlib.nullcontext() if token_cfg_pass else _without_token_cfg_pass(model)
+    with torch.inference_mode(), skip_token_cfg:
+        model.generate(
+            **inputs,
+            max_new_tokens=max(budgets),
+            guidance_scale=requests[0].settings.cfg_scale,
+            num_diffusion_steps=requests[0].settings.diffusion_steps,
+            streamer=counter,
+        )

@@ -1,0 +1,308 @@
+"""Engine benchmark: the same workload through transformers' `generate()` and through voxcast's engine.
+
+    python bench/engine.py --size tiny --concurrency 8 --arrivals poisson --json out.json
+
+Paths, measured in the same run on the same requests:
+  hf_sequential  transformers' `generate()`, one request at a time (what VibeVoice demos do)
+  hf_static      transformers' `generate()` in static batches of `--batch` requests that start and end together
+  engine         voxcast's continuous-batching engine
+Both transformers paths run without the redundant token-CFG pass (`--token-cfg-pass` adds it back, as
+shipped). Per path it prints the aggregate real-time factor (audio seconds per wall second), time to
+first audio p50/p95, the share of audio frames produced before their playback deadline (playback of a
+request starts with its first frame), peak memory, and the engine's ratios against both references.
+
+The weights are random: speed does not depend on their values. The LM is nudged to keep speaking (as
+the tiny test checkpoints are), so every request produces exactly its frame budget on every path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.engine import Engine, EngineConfig, EventKind  # noqa: E402
+from pipeline.generation import SegmentRequest, prompt_inputs, submit_segment  # noqa: E402
+from pipeline.model_loading import LoadedModel, choose_device, choose_dtype  # noqa: E402
+from pipeline.prompt import SegmentText  # noqa: E402
+from pipeline.reference import reference_generate_segment  # noqa: E402
+
+FRAME_SECONDS = 1 / 7.5
+
+
+@dataclass
+class Timeline:
+    """When each request arrived and when each of its frames was produced (seconds from the run's start)."""
+
+    arrival: float
+    frames: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PathFigures:
+    rtf: float
+    ttfa_p50_s: float
+    ttfa_p95_s: float
+    on_time_share: float
+    peak_mem_bytes: int
+    audio_s: float
+    wall_s: float
+
+
+def build_model(size: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    """Random weights with the tiny or the real 1.5B shapes, built in place on the device."""
+    from transformers import VibeVoiceAcousticTokenizerFeatureExtractor, VibeVoiceConfig, VibeVoiceProcessor
+
+    from pipeline.tiny_checkpoint import build_tiny_model, tiny_config, train_tiny_tokenizer
+
+    tokenizer = train_tiny_tokenizer()
+    config = tiny_config()
+    if size == "1.5b":
+        config = VibeVoiceConfig()  # transformers' defaults are VibeVoice-1.5B's shapes, 151,936-token vocabulary
+        config.text_config.tie_word_embeddings = False  # an untied head lets the LM be nudged to keep speaking
+        config.tie_word_embeddings = False
+    with torch.device(device):
+        model = build_tiny_model(tokenizer, seed=0, config=config).to(dtype)
+    processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)
+    return LoadedModel(model, processor, f"random-{size}", "hf", device, dtype)
+
+
+def workload(
+    count: int, arrivals: str, rate: float, seed: int, seconds: tuple[float, float] = (2.0, 20.0)
+) -> list[tuple[float, SegmentRequest]]:
+    """`count` requests of mixed lengths (`seconds` of audio each, prompts of 1 to 6 lines, 1 or 2 voices)."""
+    from tests.synthetic_audio import voice_like
+
+    rng = random.Random(seed)
+    voices = {0: voice_like(5.0, 24_000, seed=0), 1: voice_like(7.0, 24_000, seed=1)}
+    lines = [
+        "Welcome back to the show, where we unpack the week's biggest stories in technology.",
+        "Thanks for having me; it has been quite a week.",
+        "Let's start with the launch everyone is talking about.",
+        "The short version is that the promises were bold and the rollout was bumpy.",
+        "And the community noticed both, loudly.",
+        "So what should listeners take away from all of it?",
+    ]
+    requests = []
+    clock = 0.0
+    for index in range(count):
+        turns = tuple((i % 2, lines[(index + i) % len(lines)]) for i in range(rng.randint(1, 6)))
+        frames = rng.randint(math.ceil(seconds[0] * 7.5), math.ceil(seconds[1] * 7.5))
+        request = SegmentRequest(SegmentText(turns), voices, frames)
+        requests.append((clock if arrivals == "poisson" else 0.0, request))
+        clock += rng.expovariate(rate)
+    return requests
+
+
+class PeakMemory:
+    """Peak memory while a path runs: CUDA's allocator peak, or the process RSS sampled every 10 ms."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            time.sleep(0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            self._stop.set()
+            self._thread.join()
+
+
+def run_hf_sequential(loaded: LoadedModel, work: list, token_cfg_pass: bool) -> list[Timeline]:
+    timelines = [Timeline(arrival) for arrival, _ in work]
+    start = time.perf_counter()
+    for timeline, (arrival, request) in zip(timelines, work, strict=True):
+        _sleep_until(start, arrival)
+        reference_generate_segment(
+            loaded,
+            request,
+            on_frame=lambda _, t=timeline: t.frames.append(_since(start)),
+            token_cfg_pass=token_cfg_pass,
+        )
+    _synchronize(loaded.device)
+    return timelines
+
+
+def run_hf_static(loaded: LoadedModel, work: list, batch: int, token_cfg_pass: bool) -> list[Timeline]:
+    """Batches of `batch` requests in arrival order; a batch starts once all its requests have arrived."""
+    from pipeline.reference import hf_static_batch_generate
+
+    timelines = [Timeline(arrival) for arrival, _ in work]
+    start = time.perf_counter()
+    for first in range(0, len(work), batch):
+        members = list(range(first, min(first + batch, len(work))))
+        _sleep_until(start, max(work[i][0] for i in members))
+
+        def on_frame(row: int, members: list[int] = members) -> None:
+            timelines[members[row]].frames.append(_since(start))
+
+        hf_static_batch_generate(loaded, [work[i][1] for i in members], on_frame, token_cfg_pass=token_cfg_pass)
+    _synchronize(loaded.device)
+    return timelines
+
+
+def run_engine(loaded: LoadedModel, work: list, config: EngineConfig) -> list[Timeline]:
+    """Requests are submitted at their arrival times while this thread steps the engine."""
+    engine = Engine(loaded, config)
+    timelines = [Timeline(arrival) for arrival, _ in work]
+    handles = []
+    pending = list(range(len(work)))
+    start = time.perf_counter()
+    while pending or not engine.idle:
+        while pending and work[pending[0]][0] <= _since(start):
+            index = pending.pop(0)
+            handles.append((index, submit_segment(engine, work[index][1], streaming=True)))
+        if not engine.step() and pending:
+            _sleep_until(start, work[pending[0]][0])
+        for index, handle in handles:
+            for event in handle.drain():
+                if event.kind is EventKind.AUDIO:
+                    timelines[index].frames.append(_since(start))
+    _synchronize(loaded.device)
+    return timelines
+
+
+def summarise(timelines: list[Timeline], wall: float, peak: int) -> PathFigures:
+    audio = sum(len(t.frames) for t in timelines) * FRAME_SECONDS
+    ttfa = sorted(t.frames[0] - t.arrival for t in timelines if t.frames)
+    on_time = total = 0
+    for t in timelines:
+        for k, produced in enumerate(t.frames):
+            total += 1
+            on_time += produced <= t.frames[0] + k * FRAME_SECONDS
+    return PathFigures(
+        rtf=audio / wall,
+        ttfa_p50_s=statistics.median(ttfa),
+        ttfa_p95_s=ttfa[min(len(ttfa) - 1, math.ceil(0.95 * len(ttfa)) - 1)],
+        on_time_share=on_time / total if total else 0.0,
+        peak_mem_bytes=peak,
+        audio_s=audio,
+        wall_s=wall,
+    )
+
+
+def _since(start: float) -> float:
+    return time.perf_counter() - start
+
+
+def _sleep_until(start: float, at: float) -> None:
+    delay = at - _since(start)
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(name: str, device: torch.device, run) -> PathFigures:  # type: ignore[no-untyped-def]
+    with PeakMemory(device) as memory:
+        start = time.perf_counter()
+        timelines = run()
+        wall = time.perf_counter() - start
+    figures = summarise(timelines, wall, memory.peak)
+    print(
+        f"{name:14s} rtf {figures.rtf:8.2f}x  ttfa p50 {figures.ttfa_p50_s:7.3f}s p95 {figures.ttfa_p95_s:7.3f}s  "
+        f"on-time {figures.on_time_share:6.1%}  peak {figures.peak_mem_bytes / 2**20:8.0f} MiB  "
+        f"audio {figures.audio_s:7.1f}s  wall {figures.wall_s:7.2f}s",
+        flush=True,
+    )
+    return figures
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=["tiny", "1.5b"], default="tiny")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in the workload")
+    parser.add_argument("--batch", type=int, default=None, help="static batch size (default: concurrency)")
+    parser.add_argument("--arrivals", choices=["poisson", "at-once"], default="at-once")
+    parser.add_argument("--rate", type=float, default=4.0, help="Poisson arrivals per second")
+    parser.add_argument("--policy", choices=["online", "offline"], default=None, help="default: online for poisson")
+    parser.add_argument("--slots", type=int, default=None, help="engine slots (default: concurrency)")
+    parser.add_argument("--diffusion-steps", type=int, default=10)
+    parser.add_argument("--token-cfg-pass", action="store_true", help="keep transformers' third LM pass, as shipped")
+    parser.add_argument("--paths", default="hf_sequential,hf_static,engine")
+    parser.add_argument("--audio-seconds", default="2,20", help="shortest,longest audio per request (seconds)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    device = choose_device(args.device)
+    dtype = choose_dtype(device, args.dtype)
+    torch.manual_seed(args.seed)
+    loaded = build_model(args.size, device, dtype)
+    shortest, longest = (float(value) for value in args.audio_seconds.split(","))
+    work = workload(args.concurrency, args.arrivals, args.rate, args.seed, (shortest, longest))
+    work = [(arrival, _with_steps(request, args.diffusion_steps)) for arrival, request in work]
+    policy = args.policy or ("online" if args.arrivals == "poisson" else "offline")
+    context = max(prompt_inputs(loaded, r.text, r.voices).length + r.max_frames for _, r in work) + 8
+    config = EngineConfig(slots=args.slots or args.concurrency, max_context=context, policy=policy)
+    print(
+        f"# size={args.size} device={device} dtype={str(dtype).removeprefix('torch.')} requests={len(work)} "
+        f"arrivals={args.arrivals} policy={policy} audio={sum(r.max_frames for _, r in work) * FRAME_SECONDS:.1f}s",
+        flush=True,
+    )
+    paths = {
+        "hf_sequential": lambda: run_hf_sequential(loaded, work, args.token_cfg_pass),
+        "hf_static": lambda: run_hf_static(loaded, work, args.batch or args.concurrency, args.token_cfg_pass),
+        "engine": lambda: run_engine(loaded, work, config),
+    }
+    figures = {name: measure(name, device, paths[name]) for name in args.paths.split(",")}
+    results: dict = {name: asdict(value) for name, value in figures.items()}
+    for reference in ("hf_sequential", "hf_static"):
+        if "engine" in figures and reference in figures:
+            ratio = figures["engine"].rtf / figures[reference].rtf
+            results[f"engine_vs_{reference}"] = ratio
+            print(f"engine / {reference}: {ratio:.2f}x real-time factor", flush=True)
+    results["setup"] = {k: str(v) for k, v in vars(args).items()} | {"policy": policy}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+    return results
+
+
+def _with_steps(request: SegmentRequest, steps: int) -> SegmentRequest:
+    from dataclasses import replace
+
+    return replace(request, settings=replace(request.settings, diffusion_steps=steps))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
