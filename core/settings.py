@@ -43,6 +43,9 @@ class Settings:
     stale_after_seconds: float = 60.0  # a running job silent this long is re-enqueued by the sweeper
     max_jobs_in_flight: int = 4  # queued or running jobs per API key
     max_upload_bytes: int = 50 * 1024 * 1024  # one voice file
+    script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
+    script_max_attempts: int = 3  # LLM replies per drafting job before it fails with the last validation error
+    script_max_new_tokens: int = 16_384  # cap on one LLM reply (a draft asks for ~2 tokens per target word)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

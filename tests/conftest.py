@@ -29,3 +29,185 @@ def tiny_original_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pipeline.tiny_checkpoint import write_tiny_checkpoint
 
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-original"), layout="original")
+
+
+# --- the job service: real Redis, real Celery worker and uvicorn subprocesses, a real database ---------------
+
+SERVICE_REDIS_URL = "redis://127.0.0.1:6379/13"  # a database number of its own; keys carry a per-stack prefix
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def write_voice_file(path: Path, seconds: float = 4.0, sample_rate: int = 16_000, seed: int = 0) -> Path:
+    import soundfile as sf
+
+    from tests.synthetic_audio import voice_like
+
+    sf.write(path, voice_like(seconds, sample_rate, seed=seed), sample_rate)
+    return path
+
+
+class ServiceStack:
+    """An api (uvicorn) and Celery workers as separate processes, sharing a data folder, database and Redis.
+
+    Every Redis key, queue and channel carries a unique namespace, so parallel test runs never meet; only
+    this stack's keys are deleted at the end.
+    """
+
+    def __init__(self, root: Path, model: str, redis_url: str, **settings: str) -> None:
+        import os
+        import uuid
+
+        self.root = root
+        self.redis_url = redis_url
+        self.namespace = f"voxcast-test-{uuid.uuid4().hex[:10]}"
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "VOXCAST_DATA_DIR": str(root / "data"),
+            "VOXCAST_REDIS_URL": redis_url,
+            "VOXCAST_REDIS_NAMESPACE": self.namespace,
+            "VOXCAST_WORKER_MODEL": model,
+            "VOXCAST_LOG_LEVEL": "INFO",
+            "VOXCAST_HEARTBEAT_SECONDS": "0.5",
+            "VOXCAST_STALE_AFTER_SECONDS": "3",
+            **{f"VOXCAST_{name.upper()}": value for name, value in settings.items()},
+        }
+        self.api = None
+        self.workers: list = []
+        self._database = None
+
+    @property
+    def settings(self):  # type: ignore[no-untyped-def]
+        from core.settings import Settings
+
+        return Settings.from_env(self.env)
+
+    def start_api(self) -> None:
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        log = (self.root / "api.log").open("ab")
+        command = [sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env", "--port", str(self.port)]
+        self.api = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError(f"api did not start; see {self.root / 'api.log'}")
+
+    def start_worker(self):  # type: ignore[no-untyped-def]
+        """A worker process; returns once it has loaded its model and started consuming."""
+        import subprocess
+        import time
+
+        from cli.serve import worker_command
+
+        number = len(self.workers)
+        log_path = self.root / f"worker-{number}.log"
+        log = log_path.open("ab")
+        worker = subprocess.Popen(
+            worker_command(self.settings, 2), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+        self.workers.append(worker)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if "worker ready" in log_path.read_text(errors="replace"):
+                return worker
+            if worker.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"worker did not start; see {log_path}")
+
+    def database(self):  # type: ignore[no-untyped-def]
+        from core.db import Database
+
+        if self._database is None:
+            self._database = Database.from_settings(self.settings)
+        return self._database
+
+    def mint_key(self, name: str = "test", admin: bool = False) -> str:
+        from core.api_keys import create_api_key
+
+        with self.database().session() as session:
+            return create_api_key(session, name, admin=admin).secret
+
+    def client(self, key: str | None):  # type: ignore[no-untyped-def]
+        import httpx
+
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=60)
+
+    def stop(self) -> None:
+        import redis
+
+        for process in [*self.workers, self.api]:
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+        if self._database is not None:
+            self._database.dispose()
+        try:
+            client = redis.Redis.from_url(self.redis_url)
+            for key in client.scan_iter(match=f"{self.namespace}*"):
+                client.delete(key)
+        except redis.RedisError:
+            pass
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def service_redis_url() -> str:
+    """The shared Redis (database 13), or a skip saying it does not answer."""
+    from cli.serve import redis_problem
+
+    problem = redis_problem(SERVICE_REDIS_URL)
+    if problem is not None:
+        pytest.skip(f"no Redis at {SERVICE_REDIS_URL}: {problem}")
+    return SERVICE_REDIS_URL
+
+
+@pytest.fixture(scope="module")
+def make_service_stack(tmp_path_factory: pytest.TempPathFactory, tiny_hf_checkpoint: Path, service_redis_url: str):
+    """Build `ServiceStack`s on the tiny checkpoint (started by the caller); all are stopped after the module."""
+    stacks: list[ServiceStack] = []
+
+    def make(redis_url: str | None = None, **settings: str) -> ServiceStack:
+        stack = ServiceStack(
+            tmp_path_factory.mktemp("service"), str(tiny_hf_checkpoint), redis_url or service_redis_url, **settings
+        )
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture(scope="session")
+def voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4-second speech-like recording at 16 kHz, as a user's upload would be."""
+    return write_voice_file(tmp_path_factory.mktemp("voices") / "voice.wav")
+
+
+@pytest.fixture(scope="session")
+def tiny_instruct_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2 instruct checkpoint (chat template included) for the script-drafting stage."""
+    from pipeline.tiny_instruct import write_tiny_instruct_checkpoint
+
+    return write_tiny_instruct_checkpoint(tmp_path_factory.mktemp("tiny-instruct"))

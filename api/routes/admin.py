@@ -1,0 +1,49 @@
+"""Admin routes (admin keys only): every job with filters, queue depth, cancel, retry, re-prioritise."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import AdminKey, ServicesDep, SessionDep
+from api.schemas import JobList, JobView, PriorityChange, QueueReport
+from api.services import jobs
+from api.services.admin import queue_report
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+
+@router.get("/jobs", response_model=JobList, summary="All jobs, newest first")
+def list_all_jobs(
+    session: SessionDep,
+    admin: AdminKey,
+    state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
+    queue: Annotated[Literal["interactive", "batch"] | None, Query()] = None,
+    owner_id: Annotated[int | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobList:
+    found = jobs.list_jobs(session, admin, state=state, queue=queue, owner_id=owner_id, limit=limit, offset=offset)
+    return JobList(jobs=found)
+
+
+@router.get("/queues", response_model=QueueReport, summary="Jobs waiting and running per queue")
+async def queues(admin: AdminKey, services: ServicesDep) -> QueueReport:
+    return await queue_report(services)
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobView)
+def cancel(job_id: str, session: SessionDep, admin: AdminKey) -> JobView:
+    return jobs.cancel_job(session, admin, job_id)
+
+
+@router.post("/jobs/{job_id}/retry", response_model=JobView, summary="Queue a failed or cancelled job again")
+async def retry(job_id: str, admin: AdminKey, services: ServicesDep) -> JobView:
+    return await run_in_threadpool(jobs.retry_job, services, job_id)
+
+
+@router.post("/jobs/{job_id}/priority", response_model=JobView, summary="Change a job's priority (0..9)")
+async def reprioritise(job_id: str, change: PriorityChange, admin: AdminKey, services: ServicesDep) -> JobView:
+    return await run_in_threadpool(jobs.reprioritise_job, services, job_id, change.priority)

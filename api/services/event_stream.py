@@ -1,0 +1,132 @@
+"""A job's server-sent events: its state now, progress and finished segments as they happen, its end.
+
+Events (each `data:` is JSON):
+- `state`: the whole job (as `GET /v1/jobs/{id}` shows it), first on connecting and on every state change;
+  a final state (done, failed, cancelled) is the last event before the stream closes.
+- `progress`: frames and audio seconds done against the plan, segment, ETA.
+- `segment`: a segment's audio is stored; `audio` is its URL, to listen while the rest generates.
+
+Workers publish on Redis; the stream subscribes before it reads the job, so nothing falls between the two.
+The database is read every second as well: it catches state changes whose message was missed, and it is
+the only source when Redis does not answer (then progress comes from it too, once a second).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import redis
+from fastapi.sse import format_sse_event
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ApiServices, Caller
+from api.schemas import JobView
+from api.services.jobs import job_view, owned_job
+from core.job_events import JOB_EVENT, ProgressEvent, SegmentEvent, StateEvent, job_channel
+from core.models import JobState
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+KEEPALIVE_SECONDS = 15.0
+_FINAL = {state.value for state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)}
+
+
+def read_job_view(services: ApiServices, caller: Caller, job_id: str) -> JobView:
+    """The job as its owner sees it; NotFound for anyone else (raised before any event is sent)."""
+    with services.database.session() as session:
+        return job_view(session, owned_job(session, caller, job_id))
+
+
+class _Subscription:
+    """The job's pub/sub channel, or nothing once Redis fails (the stream then lives on database reads)."""
+
+    def __init__(self, services: ApiServices, job_id: str) -> None:
+        self.pubsub = services.redis.pubsub()
+        self.channel = job_channel(services.settings.redis_namespace, job_id)
+        self.alive = False
+
+    async def open(self) -> None:
+        try:
+            await self.pubsub.subscribe(self.channel)
+            self.alive = True
+        except (redis.RedisError, OSError) as error:
+            logger.warning("no Redis for job events; reading the database", extra={"error": str(error)})
+
+    async def next_event(self, timeout: float) -> ProgressEvent | SegmentEvent | StateEvent | None:
+        if not self.alive:
+            return None
+        try:
+            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+        except (redis.RedisError, OSError) as error:
+            logger.warning("lost Redis for job events; reading the database", extra={"error": str(error)})
+            self.alive = False
+            return None
+        return None if message is None else JOB_EVENT.validate_json(message["data"])
+
+    async def close(self) -> None:
+        try:
+            await self.pubsub.aclose()
+        except (redis.RedisError, OSError):
+            pass
+
+
+async def job_event_stream(services: ApiServices, caller: Caller, job_id: str) -> AsyncIterator[bytes]:
+    subscription = _Subscription(services, job_id)
+    await subscription.open()
+    try:
+        view = await run_in_threadpool(read_job_view, services, caller, job_id)
+        yield _state(view)
+        last_read = last_sent = time.monotonic()
+        while view.state not in _FINAL:
+            event = await subscription.next_event(POLL_SECONDS)
+            if event is None and not subscription.alive:
+                await anyio.sleep(POLL_SECONDS)
+            if isinstance(event, ProgressEvent | SegmentEvent):
+                yield _event(event, job_id)
+                last_sent = time.monotonic()
+            if isinstance(event, StateEvent) or time.monotonic() - last_read >= POLL_SECONDS:
+                previous, view = view, await run_in_threadpool(read_job_view, services, caller, job_id)
+                last_read = time.monotonic()
+                if view.state != previous.state:
+                    yield _state(view)
+                    last_sent = last_read
+                elif not subscription.alive and view.progress != previous.progress:
+                    yield _progress_from(view)
+                    last_sent = last_read
+            if time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
+                yield format_sse_event(comment="keep-alive")
+                last_sent = time.monotonic()
+    finally:
+        await subscription.close()
+
+
+def _state(view: JobView) -> bytes:
+    return format_sse_event(data_str=view.model_dump_json(), event="state")
+
+
+def _event(event: ProgressEvent | SegmentEvent, job_id: str) -> bytes:
+    payload = event.model_dump(mode="json")
+    if isinstance(event, SegmentEvent):
+        payload["audio"] = f"/v1/jobs/{job_id}/segments/{event.index}/audio.wav"
+    return format_sse_event(data_str=json.dumps(payload), event=event.kind)
+
+
+def _progress_from(view: JobView) -> bytes:
+    progress = view.progress
+    payload = {
+        "kind": "progress",
+        "state": view.state,
+        "frames_done": progress.frames_done,
+        "frames_planned": progress.frames_planned,
+        "segment": progress.segments_done,
+        "segments": progress.segments_total,
+        "eta_seconds": progress.eta_seconds,
+        "audio_seconds_done": progress.audio_seconds_done,
+        "audio_seconds_planned": progress.audio_seconds_planned,
+    }
+    return format_sse_event(data_str=json.dumps(payload), event="progress")

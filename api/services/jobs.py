@@ -1,0 +1,351 @@
+"""Jobs: validate and store a submission, enqueue it, describe it, cancel it, find its files.
+
+A submission is checked completely before anything is stored: the script parses (else 422 with its line),
+the plan fits the length limit, every speaker has exactly one voice, every voice exists and belongs to the
+caller, the key has room for another job. Then the inputs are copied into the job's folder, the row is
+committed, and only then is the task sent, so a worker can never see a message before its job. A send
+that fails (Redis down) still answers 202: the row is the record, and the sweeper sends it later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+from starlette.datastructures import UploadFile
+
+from api.deps import ApiServices, Caller
+from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
+from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView
+from api.services.voices import copy_voice_into, prepare_upload
+from core.job_events import FRAMES_PER_SECOND
+from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
+from core.storage import atomic_write, new_id, write_audio
+from pipeline.plan import plan_script
+from pipeline.script import Script, ScriptError, Speaker, parse_script
+from tokenizer.voice_prompt import VoicePrompt
+from workers.celery_app import enqueue_job
+
+logger = logging.getLogger(__name__)
+
+IN_FLIGHT = (JobState.QUEUED, JobState.RUNNING)
+TRANSCRIPT_FILES = {"srt": "episode.srt", "vtt": "episode.vtt", "chapters": "episode.chapters.json"}
+
+
+@dataclass(frozen=True)
+class JobSubmission:
+    """A job as the client sent it: the script text, the options, and voice files uploaded with it."""
+
+    script: str
+    options: JobOptions
+    uploads: Mapping[str, UploadFile]  # speaker (as the client named it) -> recording
+
+
+def submit_job(services: ApiServices, caller: Caller, submission: JobSubmission) -> JobView:
+    options = submission.options
+    script = _parsed_script(submission.script)
+    _check_plan(script, options, services.settings.max_segment_seconds)
+    # Uploads are decoded and levelled before the database is touched: that can take a second.
+    uploads = {key: prepare_upload(services, upload, f"voices.{key}") for key, upload in submission.uploads.items()}
+    upload_names = {key: upload.filename or f"voices.{key}" for key, upload in submission.uploads.items()}
+    with services.database.session() as session:
+        _check_room(session, caller, services.settings.max_jobs_in_flight)
+        stored, uploaded = _assign_voices(session, caller, script.speakers, options.voices, uploads)
+        job_id = new_id()
+        folder = services.data.job(job_id)
+        atomic_write(folder.script, lambda handle: handle.write(submission.script.encode("utf-8")))
+        sources: dict[str, str] = {}
+        for speaker, voice in stored.items():
+            copy_voice_into(services, voice, folder.voice(speaker))
+            sources[str(speaker)] = voice.id
+        for speaker, key in uploaded.items():
+            write_audio(folder.voice(speaker), uploads[key].samples, "PCM_16")
+            sources[str(speaker)] = f"upload:{upload_names[key]}"
+        job = Job(
+            id=job_id,
+            owner_id=caller.key_id,
+            state=JobState.QUEUED,
+            mode=options.mode,
+            queue=options.queue,
+            priority=options.priority,
+            title=options.title,
+            generation={**options.settings.model_dump(), "max_segment_seconds": services.settings.max_segment_seconds},
+            formats=list(dict.fromkeys(options.formats)),
+            voices=sources,
+            enqueued_at=utc_now(),
+        )
+        session.add(job)
+        session.flush()
+        view = job_view(session, job)
+    logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": options.queue})
+    _send(services, job_id, options.queue, options.priority)
+    return view
+
+
+def _send(services: ApiServices, job_id: str, queue: str, priority: int) -> None:
+    try:
+        enqueue_job(services.celery, services.settings.redis_namespace, job_id, queue, priority)  # type: ignore[arg-type]
+    except Exception as error:  # the broker is down: the job stays queued in the database for the sweeper
+        logger.warning("could not enqueue; the sweeper will", extra={"job_id": job_id, "error": str(error)})
+
+
+def _check_room(session: Session, caller: Caller, limit: int) -> None:
+    count = session.scalar(
+        select(func.count()).select_from(Job).where(Job.owner_id == caller.key_id, Job.state.in_(IN_FLIGHT))
+    )
+    if count is not None and count >= limit:
+        raise TooManyJobs(
+            f"this key has {count} jobs queued or running; the limit is {limit}. Wait for one to end or cancel one."
+        )
+
+
+def _parsed_script(text: str) -> Script:
+    try:
+        return parse_script(text)
+    except ScriptError as error:
+        raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
+
+
+def _check_plan(script: Script, options: JobOptions, max_segment_seconds: float) -> None:
+    try:
+        plan_script(script, options.mode, max_segment_seconds=max_segment_seconds)
+    except ScriptError as error:
+        raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
+
+
+def _assign_voices(
+    session: Session,
+    caller: Caller,
+    speakers: Sequence[Speaker],
+    voice_ids: Mapping[str, str],
+    uploads: Mapping[str, VoicePrompt],
+) -> tuple[dict[int, Voice], dict[int, str]]:
+    """Map every speaker to one stored voice or one upload (by the client's key); report every problem at once."""
+    problems: list[Problem] = []
+    stored: dict[int, Voice] = {}
+    uploaded: dict[int, str] = {}
+    for key, voice_id in voice_ids.items():
+        field = f"voices.{key}"
+        speaker = _speaker_index(speakers, key)
+        voice = session.get(Voice, voice_id)
+        if speaker is None:
+            problems.append(Problem(field, _unknown_speaker(key, speakers)))
+        elif voice is None or not (caller.is_admin or voice.owner_id == caller.key_id):
+            problems.append(Problem(field, f"no voice {voice_id!r}; upload one with POST /v1/voices"))
+        elif speaker in stored:
+            problems.append(Problem(field, f"{speakers[speaker].name} already has a voice"))
+        else:
+            stored[speaker] = voice
+    for key in uploads:
+        field = f"voices.{key}"
+        speaker = _speaker_index(speakers, key)
+        if speaker is None:
+            problems.append(Problem(field, _unknown_speaker(key, speakers)))
+        elif speaker in stored or speaker in uploaded:
+            problems.append(Problem(field, f"{speakers[speaker].name} already has a voice"))
+        else:
+            uploaded[speaker] = key
+    missing = [speaker.name for index, speaker in enumerate(speakers) if index not in stored and index not in uploaded]
+    if missing and not problems:
+        problems.append(
+            Problem("voices", f"no voice for {', '.join(missing)}; give a voice id or upload a file for every speaker")
+        )
+    if problems:
+        raise InvalidInput(problems)
+    return stored, uploaded
+
+
+def _speaker_index(speakers: Sequence[Speaker], key: str) -> int | None:
+    """A speaker by key or name (any case), or by number 1..n."""
+    folded = " ".join(key.split()).casefold()
+    for index, speaker in enumerate(speakers):
+        if folded in (speaker.key.casefold(), speaker.name.casefold()):
+            return index
+    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
+        return int(folded) - 1
+    return None
+
+
+def _unknown_speaker(key: str, speakers: Sequence[Speaker]) -> str:
+    known = ", ".join(f"{speaker.key} ({speaker.name})" for speaker in speakers)
+    return f"the script has no speaker {key!r}; its speakers are {known}"
+
+
+def owned_job(session: Session, caller: Caller, job_id: str) -> Job:
+    """The job if this key may see it (its own, or any for an admin); otherwise NotFound, as if absent."""
+    job = session.get(Job, job_id)
+    if job is None or not (caller.is_admin or job.owner_id == caller.key_id):
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+def list_jobs(
+    session: Session,
+    caller: Caller,
+    *,
+    state: str | None = None,
+    queue: str | None = None,
+    owner_id: int | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[JobView]:
+    """Newest first; a non-admin key sees only its own jobs whatever `owner_id` says."""
+    query = select(Job).order_by(Job.created_at.desc()).limit(limit).offset(offset)
+    if not caller.is_admin:
+        query = query.where(Job.owner_id == caller.key_id)
+    elif owner_id is not None:
+        query = query.where(Job.owner_id == owner_id)
+    if state is not None:
+        query = query.where(Job.state == state)
+    if queue is not None:
+        query = query.where(Job.queue == queue)
+    return [job_view(session, job) for job in session.scalars(query)]
+
+
+def cancel_job(session: Session, caller: Caller, job_id: str) -> JobView:
+    """A queued job is cancelled at once; a running one stops at its worker's next frame."""
+    job = owned_job(session, caller, job_id)
+    if job.job_state in (JobState.DONE, JobState.FAILED):
+        raise Conflict(f"job {job_id} is already {job.state}; there is nothing to cancel")
+    now = utc_now()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == JobState.QUEUED)
+        .values(state=JobState.CANCELLED, cancel_requested=True, finished_at=now)
+    )
+    session.execute(update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(cancel_requested=True))
+    session.refresh(job)
+    logger.info("job cancel requested", extra={"job_id": job_id, "state": job.state})
+    return job_view(session, job)
+
+
+def output_file(services: ApiServices, session: Session, caller: Caller, job_id: str, name: str) -> Path:
+    """A finished job's file: `episode.<format>` (a requested format), `episode.srt|vtt|chapters.json`."""
+    job = owned_job(session, caller, job_id)
+    extension = name.partition(".")[2]
+    if name not in TRANSCRIPT_FILES.values() and extension not in job.formats:
+        raise NotFound(f"job {job_id} has no {extension} audio; it was asked for {', '.join(job.formats)}")
+    if job.job_state is not JobState.DONE:
+        raise Conflict(f"job {job_id} is {job.state}; its files appear when it is done")
+    path = services.data.job(job_id).output(name)
+    if not path.is_file():
+        raise NotFound(f"job {job_id} has no file {name}")
+    return path
+
+
+def segment_audio_file(services: ApiServices, session: Session, caller: Caller, job_id: str, index: int) -> Path:
+    """A generated segment (24 kHz float WAV), for listening while the rest of the job generates."""
+    owned_job(session, caller, job_id)
+    row = session.scalar(select(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index == index))
+    if row is None or row.state != SegmentState.DONE or row.audio_path is None:
+        raise NotFound(f"job {job_id} has no finished segment {index}")
+    return services.data.resolve(row.audio_path)
+
+
+def retry_job(services: ApiServices, job_id: str) -> JobView:
+    """Queue a failed or cancelled job again; the segments it already stored are kept."""
+    with services.database.session() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        if job.job_state not in (JobState.FAILED, JobState.CANCELLED):
+            raise Conflict(f"job {job_id} is {job.state}; only failed or cancelled jobs can be retried")
+        job.state = JobState.QUEUED
+        job.cancel_requested = False
+        job.error = None
+        job.finished_at = None
+        job.enqueued_at = utc_now()
+        session.flush()
+        view = job_view(session, job)
+    _send(services, job_id, view.queue, view.priority)
+    return view
+
+
+def reprioritise_job(services: ApiServices, job_id: str, priority: int) -> JobView:
+    """Change a queued job's priority and send it again at the new one; the older message finds it taken."""
+    with services.database.session() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        job.priority = priority
+        session.flush()
+        view = job_view(session, job)
+        requeue = job.job_state is JobState.QUEUED
+    if requeue:
+        _send(services, job_id, view.queue, priority)
+    return view
+
+
+def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView:
+    base = f"/v1/jobs/{job.id}"
+    outputs = None
+    if job.job_state is JobState.DONE:
+        outputs = JobOutputs(
+            audio={audio_format: f"{base}/audio.{audio_format}" for audio_format in job.formats},
+            srt=f"{base}/transcript.srt",
+            vtt=f"{base}/transcript.vtt",
+            chapters=f"{base}/chapters.json",
+        )
+    return JobView(
+        id=job.id,
+        state=job.state,  # type: ignore[arg-type]
+        mode=job.mode,  # type: ignore[arg-type]
+        queue=job.queue,  # type: ignore[arg-type]
+        priority=job.priority,
+        title=job.title,
+        formats=list(job.formats),
+        settings=GenerationParams.model_validate(
+            {key: job.generation[key] for key in ("cfg_scale", "diffusion_steps", "seed")}
+        ),
+        position=_position(session, job),
+        progress=_progress(job, now or utc_now()),
+        cancel_requested=job.cancel_requested,
+        error=job.error,
+        audio_seconds=job.audio_seconds,
+        outputs=outputs,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        owner_id=job.owner_id,
+    )
+
+
+def _position(session: Session, job: Job) -> int | None:
+    """1 + the queued jobs of the same queue that run before this one (higher priority, or older)."""
+    if job.job_state is not JobState.QUEUED:
+        return None
+    ahead = session.scalar(
+        select(func.count())
+        .select_from(Job)
+        .where(
+            Job.state == JobState.QUEUED,
+            Job.queue == job.queue,
+            Job.id != job.id,
+            or_(
+                Job.priority > job.priority,
+                and_(Job.priority == job.priority, Job.created_at < job.created_at),
+            ),
+        )
+    )
+    return 1 + (ahead or 0)
+
+
+def _progress(job: Job, now: datetime) -> JobProgress:
+    eta = None
+    if job.job_state is JobState.RUNNING and job.frames_done > 0 and job.started_at is not None:
+        elapsed = (now - job.started_at).total_seconds()
+        eta = round(max(0, job.frames_planned - job.frames_done) * elapsed / job.frames_done, 1)
+    return JobProgress(
+        frames_done=job.frames_done,
+        frames_planned=job.frames_planned,
+        audio_seconds_done=round(job.frames_done / FRAMES_PER_SECOND, 3),
+        audio_seconds_planned=round(job.frames_planned / FRAMES_PER_SECOND, 3),
+        segments_done=job.segments_done,
+        segments_total=job.segments_total,
+        eta_seconds=eta,
+    )

@@ -1,0 +1,100 @@
+"""Reading a job submission from the request: a JSON body, or a multipart form with files.
+
+JSON: a `JobCreate` object. Multipart: a `script` part (a file or a text field, UTF-8), an optional
+`options` part (the JSON of `JobOptions`), and `voice.<speaker>` file parts for voices uploaded with the
+job (`voice.1`, `voice.Alice`). Both end as one `JobSubmission`; malformed ones as 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from api.errors import ApiError, InvalidInput, Problem
+from api.schemas import JobCreate, JobOptions
+from api.services.jobs import JobSubmission
+from pipeline.script import MAX_SCRIPT_CHARS
+
+VOICE_PART_PREFIX = "voice."
+MAX_SPEAKER_FILES = 4
+_MAX_TEXT_PART_BYTES = MAX_SCRIPT_CHARS * 4  # UTF-8 needs up to 4 bytes a character
+
+
+class UnsupportedMediaType(ApiError):
+    status_code = 415
+
+
+@contextlib.asynccontextmanager
+async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
+    """The submission, valid in shape (the script itself is checked later); uploads closed afterwards."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        yield _from_json(await request.body())
+    elif content_type == "multipart/form-data":
+        async with request.form(
+            max_files=MAX_SPEAKER_FILES + 1, max_fields=8, max_part_size=_MAX_TEXT_PART_BYTES
+        ) as form:
+            script = form.get("script")
+            options = form.get("options")
+            uploads = {
+                name.removeprefix(VOICE_PART_PREFIX): value
+                for name, value in form.multi_items()
+                if name.startswith(VOICE_PART_PREFIX) and isinstance(value, UploadFile)
+            }
+            yield JobSubmission(
+                script=await _script_text(script),
+                options=_options(options),
+                uploads=uploads,
+            )
+    else:
+        raise UnsupportedMediaType(
+            f"send the job as application/json or multipart/form-data, not {content_type or 'no content type'}"
+        )
+
+
+def _from_json(body: bytes) -> JobSubmission:
+    try:
+        job = JobCreate.model_validate_json(body)
+    except ValidationError as error:
+        raise _validation_error(error, prefix=("body",)) from error
+    options = JobOptions.model_validate(job.model_dump(exclude={"script"}))
+    return JobSubmission(script=job.script, options=options, uploads={})
+
+
+async def _script_text(part: UploadFile | str | None) -> str:
+    if part is None:
+        raise InvalidInput([Problem("script", "a job needs a script: a 'script' file or text field", kind="missing")])
+    if isinstance(part, str):
+        return part
+    data = await part.read(_MAX_TEXT_PART_BYTES + 1)
+    if len(data) > _MAX_TEXT_PART_BYTES:
+        raise InvalidInput([Problem("script", f"the script file is over {_MAX_TEXT_PART_BYTES:,} bytes")])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidInput(
+            [Problem("script", f"not UTF-8 text (byte {error.start}); save the script as UTF-8")]
+        ) from error
+
+
+def _options(part: UploadFile | str | None) -> JobOptions:
+    if part is None:
+        return JobOptions()
+    if not isinstance(part, str):
+        raise InvalidInput([Problem("options", "options is a JSON text field, not a file")])
+    try:
+        return JobOptions.model_validate_json(part)
+    except ValidationError as error:
+        raise _validation_error(error, prefix=("body", "options")) from error
+
+
+def _validation_error(error: ValidationError, prefix: tuple[str, ...]) -> RequestValidationError:
+    errors = []
+    for item in error.errors(include_url=False):
+        errors.append({**item, "loc": (*prefix, *item["loc"])})
+    return RequestValidationError(errors)

@@ -1,0 +1,109 @@
+"""Voice prompts: validate an upload, store it levelled, list, look up and delete a key's voices."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.datastructures import UploadFile
+
+from api.deps import ApiServices, Caller
+from api.errors import InvalidInput, NotFound, Problem
+from api.schemas import VoiceView
+from core.models import Voice
+from core.storage import atomic_write, new_id, write_audio
+from tokenizer.voice_prompt import VoicePrompt, VoicePromptError, load_voice_prompt
+
+logger = logging.getLogger(__name__)
+
+_COPY_CHUNK_BYTES = 1 << 20
+
+
+def prepare_upload(services: ApiServices, upload: UploadFile, field: str) -> VoicePrompt:
+    """Check an uploaded recording and turn it into a voice prompt (24 kHz mono, levelled).
+
+    The file goes to a temporary file first because libsndfile reads from paths; the per-file size limit
+    is checked as it is copied (the request as a whole was already capped while it streamed in).
+    """
+    limit = services.settings.max_upload_bytes
+    name = upload.filename or field
+    temporary_dir = services.data.root / "tmp"
+    temporary_dir.mkdir(parents=True, exist_ok=True)
+    suffix = Path(name).suffix[:16]
+    with tempfile.NamedTemporaryFile(dir=temporary_dir, suffix=suffix) as handle:
+        copied = 0
+        while chunk := upload.file.read(_COPY_CHUNK_BYTES):
+            copied += len(chunk)
+            if copied > limit:
+                raise InvalidInput([Problem(field, f"{name}: larger than the {limit // (1024 * 1024)} MiB limit")])
+            handle.write(chunk)
+        handle.flush()
+        try:
+            prompt = load_voice_prompt(handle.name)
+        except VoicePromptError as error:
+            raise InvalidInput([Problem(field, str(error).replace(handle.name, name), kind="voice_error")]) from error
+    return prompt
+
+
+def create_voice(services: ApiServices, session: Session, caller: Caller, name: str, upload: UploadFile) -> Voice:
+    prompt = prepare_upload(services, upload, "file")
+    voice = Voice(
+        id=new_id(),
+        owner_id=caller.key_id,
+        name=name,
+        seconds=round(prompt.seconds, 3),
+        original_sample_rate=prompt.original_sample_rate,
+        original_channels=prompt.original_channels,
+        trimmed=prompt.trimmed,
+    )
+    write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
+    session.add(voice)
+    session.flush()
+    logger.info("voice stored", extra={"voice_id": voice.id, "seconds": voice.seconds, "owner": caller.key_id})
+    return voice
+
+
+def owned_voice(session: Session, caller: Caller, voice_id: str) -> Voice:
+    """The voice if this key may see it (its own, or any for an admin); otherwise NotFound."""
+    voice = session.get(Voice, voice_id)
+    if voice is None or not (caller.is_admin or voice.owner_id == caller.key_id):
+        raise NotFound(f"no voice {voice_id}")
+    return voice
+
+
+def list_voices(session: Session, caller: Caller) -> list[Voice]:
+    query = select(Voice).order_by(Voice.created_at)
+    if not caller.is_admin:
+        query = query.where(Voice.owner_id == caller.key_id)
+    return list(session.scalars(query))
+
+
+def delete_voice(services: ApiServices, session: Session, caller: Caller, voice_id: str) -> None:
+    """Forget the voice; jobs that used it keep their own copy."""
+    voice = owned_voice(session, caller, voice_id)
+    session.delete(voice)
+    services.data.voice(voice.id).unlink(missing_ok=True)
+
+
+def copy_voice_into(services: ApiServices, voice: Voice, target: Path) -> None:
+    """Give a job its own copy of a stored voice, so deleting the voice later never breaks the job."""
+    source = services.data.voice(voice.id)
+    with source.open("rb") as stored:
+        atomic_write(target, lambda handle: shutil.copyfileobj(stored, handle))
+
+
+def voice_view(voice: Voice) -> VoiceView:
+    return VoiceView(
+        id=voice.id,
+        name=voice.name,
+        seconds=voice.seconds,
+        original_sample_rate=voice.original_sample_rate,
+        original_channels=voice.original_channels,
+        trimmed=voice.trimmed,
+        preview=f"/v1/voices/{voice.id}/preview.wav",
+        created_at=voice.created_at,
+    )

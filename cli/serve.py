@@ -1,0 +1,105 @@
+"""`voxcast serve`: the api and a worker on one machine, with the embedded defaults.
+
+The defaults need nothing installed but Redis: the database is a SQLite file and the job files live in the
+data folder (VOXCAST_DATA_DIR). Redis is checked first; when it does not answer, one line says how to
+start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from cli.errors import EXIT_FAILED, EXIT_OK
+from core.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+_WORKER_STOP_SECONDS = 30
+
+
+def register(subcommands: argparse._SubParsersAction, settings: Settings) -> None:
+    serve = subcommands.add_parser("serve", help="run the api and a worker (Redis required)")
+    serve.add_argument("--host", default=settings.api_host, help=f"api address (default {settings.api_host})")
+    serve.add_argument("--port", type=int, default=settings.api_port, help=f"api port (default {settings.api_port})")
+    serve.add_argument("--only", choices=["api", "worker"], help="run only the api or only a worker")
+    serve.add_argument(
+        "--concurrency",
+        type=int,
+        default=settings.worker_concurrency,
+        help=f"task threads in the worker, all feeding its one engine (default {settings.worker_concurrency})",
+    )
+    serve.add_argument("--model", default=settings.worker_model, help="the worker's model (default: VOXCAST_MODEL)")
+    serve.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace, settings: Settings) -> int:
+    problem = redis_problem(settings.redis_url)
+    if problem is not None:
+        print(
+            f"error: no Redis answers at {settings.redis_url} ({problem}); start one with `redis-server` or "
+            "`docker compose up -d redis`, or set VOXCAST_REDIS_URL",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    from core.db import database_url, upgrade_database
+
+    upgrade_database(database_url(settings))
+    command = worker_command(settings, args.concurrency)
+    environment = {**os.environ, **({"VOXCAST_WORKER_MODEL": args.model} if args.model else {})}
+    if args.only == "worker":
+        os.execvpe(command[0], command, environment)
+    worker = None if args.only == "api" else subprocess.Popen(command, env=environment)
+    try:
+        _serve_api(settings, args.host, args.port)
+    finally:
+        if worker is not None:
+            _stop(worker)
+    return EXIT_OK
+
+
+def redis_problem(url: str) -> str | None:
+    """Why Redis at `url` does not answer a PING within two seconds, or None when it does."""
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except (redis.RedisError, OSError) as error:
+        return str(error) or type(error).__name__
+    return None
+
+
+def worker_command(settings: Settings, concurrency: int) -> list[str]:
+    """A Celery worker in threads (one engine per process), consuming both queues of this installation."""
+    from workers.celery_app import QUEUE_KINDS, queue_name
+
+    queues = ",".join(queue_name(settings.redis_namespace, kind) for kind in QUEUE_KINDS)
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+        "--pool", "threads", "--concurrency", str(concurrency), "--queues", queues,
+        "--hostname", f"voxcast@{socket.gethostname()}", "--without-gossip", "--without-mingle",
+        "--loglevel", settings.log_level,
+    ]  # fmt: skip
+
+
+def _serve_api(settings: Settings, host: str, port: int) -> None:
+    import uvicorn
+
+    from api.app import create_app
+
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    """A warm shutdown: running jobs finish their step; a job cut short resumes from its stored segments."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(_WORKER_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()

@@ -1,0 +1,82 @@
+"""What a running job tells its listeners, and the Redis pub/sub channel it travels on.
+
+Workers publish; the api subscribes and turns the events into server-sent events. Pub/sub is only the fast
+path: every event's content is also in the database (or derivable from it), so a listener that joins late
+or a Redis that blinks loses nothing but immediacy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Literal
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+
+logger = logging.getLogger(__name__)
+
+FRAMES_PER_SECOND = 7.5
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ProgressEvent(_Event):
+    """Frames of speech generated so far against the plan's estimate; seconds are audio seconds."""
+
+    kind: Literal["progress"] = "progress"
+    state: str
+    frames_done: int
+    frames_planned: int
+    segment: int  # 0-based index of the segment being generated
+    segments: int
+    eta_seconds: float | None = None  # wall-clock seconds left at the current speed
+
+    @computed_field
+    @property
+    def audio_seconds_done(self) -> float:
+        return round(self.frames_done / FRAMES_PER_SECOND, 3)
+
+    @computed_field
+    @property
+    def audio_seconds_planned(self) -> float:
+        return round(self.frames_planned / FRAMES_PER_SECOND, 3)
+
+
+class SegmentEvent(_Event):
+    """A segment's audio is stored and can be listened to while the rest generates."""
+
+    kind: Literal["segment"] = "segment"
+    index: int
+    seconds: float
+
+
+class StateEvent(_Event):
+    """The job changed state; a final state (done, failed, cancelled) is the last event of a job."""
+
+    kind: Literal["state"] = "state"
+    state: str
+    error: str | None = None
+
+
+JobEvent = Annotated[ProgressEvent | SegmentEvent | StateEvent, Field(discriminator="kind")]
+JOB_EVENT = TypeAdapter(JobEvent)
+
+
+def job_channel(namespace: str, job_id: str) -> str:
+    return f"{namespace}:job-events:{job_id}"
+
+
+class EventPublisher:
+    """Publishes job events; a Redis failure is logged, never raised, since the database holds the record."""
+
+    def __init__(self, client: redis.Redis, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+
+    def publish(self, job_id: str, event: ProgressEvent | SegmentEvent | StateEvent) -> None:
+        try:
+            self.client.publish(job_channel(self.namespace, job_id), event.model_dump_json())
+        except redis.RedisError as error:
+            logger.warning("could not publish a job event", extra={"job_id": job_id, "error": str(error)})

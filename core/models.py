@@ -1,0 +1,157 @@
+"""The database record of the service: API keys, voices, jobs and each job's generated segments.
+
+The database, not the broker, is the record of every job: a job row exists before its Celery message,
+and a segment row marked `done` (with its audio and latents on disk) is never generated again, so a worker
+killed mid-job, or a broker that lost its messages, costs at most the segment that was being generated.
+Schema changes go through Alembic (`core/migrations`); these classes and the newest migration agree.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Dialect, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend (SQLite stores them without an offset and reads back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
+
+
+class SegmentState(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+
+
+class ApiKey(Base):
+    """A client's credential; only the SHA-256 of the key is stored, the key itself is shown once."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    key_prefix: Mapped[str] = mapped_column(String(16))  # shown in lists so a person can tell keys apart
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Voice(Base):
+    """An uploaded voice prompt, stored levelled at 24 kHz mono under the data folder."""
+
+    __tablename__ = "voices"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    seconds: Mapped[float] = mapped_column(Float)
+    original_sample_rate: Mapped[int] = mapped_column(Integer)
+    original_channels: Mapped[int] = mapped_column(Integer)
+    trimmed: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class Job(Base):
+    """One podcast to generate: its inputs, where it is in its life, and how far it got."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    queue: Mapped[str] = mapped_column(String(16))  # "interactive" or "batch"
+    priority: Mapped[int] = mapped_column(Integer, default=5)  # 0..9, higher runs sooner
+    title: Mapped[str | None] = mapped_column(String(200), default=None)
+    # cfg_scale, diffusion_steps, seed; the formats to write; speaker index (as text) -> voice id.
+    generation: Mapped[dict[str, Any]] = mapped_column(JSON)
+    formats: Mapped[list[Any]] = mapped_column(JSON)
+    voices: Mapped[dict[str, Any]] = mapped_column(JSON)
+    frames_done: Mapped[int] = mapped_column(Integer, default=0)
+    frames_planned: Mapped[int] = mapped_column(Integer, default=0)
+    segments_done: Mapped[int] = mapped_column(Integer, default=0)
+    segments_total: Mapped[int] = mapped_column(Integer, default=0)
+    audio_seconds: Mapped[float | None] = mapped_column(Float, default=None)  # of the finished episode
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
+    created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
+    enqueued_at: Mapped[datetime | None] = mapped_column(default=None)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    segments: Mapped[list[JobSegment]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", order_by="JobSegment.index"
+    )
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
+
+
+class JobSegment(Base):
+    """One generation of a job's plan; `done` means its audio and latents are safely on disk.
+
+    `turns` holds the timings of the segment's turns relative to the segment's start, so the episode can be
+    laid out again from stored segments without regenerating any.
+    """
+
+    __tablename__ = "job_segments"
+    __table_args__ = (UniqueConstraint("job_id", "index", name="uq_job_segments_job_index"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default=SegmentState.PENDING)
+    frames_planned: Mapped[int] = mapped_column(Integer)
+    frames: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    seed: Mapped[int] = mapped_column(Integer)
+    audio_path: Mapped[str | None] = mapped_column(String(500), default=None)  # relative to the data folder
+    latents_path: Mapped[str | None] = mapped_column(String(500), default=None)
+    turns: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    job: Mapped[Job] = relationship(back_populates="segments")

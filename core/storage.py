@@ -1,0 +1,114 @@
+"""Where the service keeps files, under the data folder, and how it writes them so no reader sees half a file.
+
+    <data_dir>/voices/<voice id>.wav                 a voice prompt, levelled, 24 kHz mono 16-bit
+    <data_dir>/jobs/<job id>/inputs/script.txt        the script as submitted
+    <data_dir>/jobs/<job id>/inputs/voices/<n>.wav    speaker n's voice prompt, copied at submission
+    <data_dir>/jobs/<job id>/segments/<nnnn>.wav      a generated segment, 24 kHz mono float32
+    <data_dir>/jobs/<job id>/segments/<nnnn>.latents.npy   its acoustic latents, [frames, latent_dim]
+    <data_dir>/jobs/<job id>/outputs/episode.<ext>    the finished episode and its .srt/.vtt/.chapters.json
+
+A job's inputs are copied rather than referenced, so deleting a voice never breaks a job that used it.
+Every file is written to a temporary sibling, flushed to disk and renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import soundfile as sf
+
+SAMPLE_RATE = 24_000
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write `path` through `write(handle)` into a temporary sibling, fsync it, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with temporary.open("wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
+def write_audio(path: Path, samples: np.ndarray, subtype: str) -> Path:
+    """Atomically write 24 kHz mono audio as WAV (`subtype` e.g. FLOAT for lossless, PCM_16 for players)."""
+    return atomic_write(path, lambda handle: sf.write(handle, samples, SAMPLE_RATE, format="WAV", subtype=subtype))
+
+
+def read_audio(path: Path) -> np.ndarray:
+    """24 kHz mono float32 samples from a WAV written by `write_audio`."""
+    samples, sample_rate = sf.read(path, dtype="float32", always_2d=False)
+    if sample_rate != SAMPLE_RATE:
+        raise ValueError(f"{path}: expected {SAMPLE_RATE} Hz audio, found {sample_rate} Hz")
+    return samples
+
+
+@dataclass(frozen=True)
+class JobFolder:
+    """The files of one job."""
+
+    root: Path
+
+    @property
+    def script(self) -> Path:
+        return self.root / "inputs" / "script.txt"
+
+    def voice(self, speaker: int) -> Path:
+        return self.root / "inputs" / "voices" / f"{speaker}.wav"
+
+    def segment_audio(self, index: int) -> Path:
+        return self.root / "segments" / f"{index:04d}.wav"
+
+    def segment_latents(self, index: int) -> Path:
+        return self.root / "segments" / f"{index:04d}.latents.npy"
+
+    @property
+    def outputs(self) -> Path:
+        return self.root / "outputs"
+
+    def output(self, name: str) -> Path:
+        """An output file by name: `episode.mp3`, `episode.srt`, `episode.chapters.json`."""
+        return self.outputs / name
+
+
+@dataclass(frozen=True)
+class DataFolder:
+    """The service's data folder: voices and jobs, addressed by id."""
+
+    root: Path
+
+    def job(self, job_id: str) -> JobFolder:
+        return JobFolder(self.root / "jobs" / _checked_id(job_id))
+
+    def voice(self, voice_id: str) -> Path:
+        return self.root / "voices" / f"{_checked_id(voice_id)}.wav"
+
+    def relative(self, path: Path) -> str:
+        """How the database names a file: relative to the data folder, so the folder can move."""
+        return path.relative_to(self.root).as_posix()
+
+    def resolve(self, relative: str) -> Path:
+        return self.root / relative
+
+
+def new_id() -> str:
+    """A random 32-hex-digit id for jobs and voices: unguessable, and safe in paths and URLs."""
+    return secrets.token_hex(16)
+
+
+def _checked_id(identifier: str) -> str:
+    # Ids come from URLs; only our own hex ids may become path components.
+    if not identifier or len(identifier) > 64 or not all(c in "0123456789abcdef" for c in identifier):
+        raise ValueError(f"not a voxcast id: {identifier!r}")
+    return identifier

@@ -1,0 +1,151 @@
+"""The service's database layer on SQLite and on PostgreSQL: migrations, hashed keys, and the job claims that
+make the worker's task idempotent."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, select
+
+from core.api_keys import create_api_key, find_api_key, hash_key
+from core.db import Database, upgrade_database
+from core.models import ApiKey, Base, Job, JobSegment, JobState, utc_now
+from workers import job_records
+
+POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'voxcast.db'}"
+        return
+    yield from _postgres_database()
+
+
+def _postgres_database() -> Iterator[str]:
+    """A database of its own in the local PostgreSQL, dropped afterwards; a skip when PostgreSQL is not there."""
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"voxcast_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sqlalchemy.exc.OperationalError as error:
+        admin.dispose()
+        pytest.skip(f"PostgreSQL does not answer at {POSTGRES_ADMIN_URL}: {error.orig}")
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    upgrade_database(database_url)
+    database = Database.connect(database_url)
+    yield database
+    database.dispose()
+
+
+def add_job(database: Database, **values: object) -> str:
+    with database.session() as session:
+        owner = create_api_key(session, "owner").id
+        job = Job(
+            id=uuid.uuid4().hex,
+            owner_id=owner,
+            mode="turns",
+            queue="batch",
+            generation={"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0},
+            formats=["wav"],
+            voices={"0": "voice"},
+            **values,
+        )
+        session.add(job)
+        return job.id
+
+
+def test_migrations_build_exactly_the_schema_the_models_describe(database_url: str) -> None:
+    upgrade_database(database_url)
+    upgrade_database(database_url)  # a second start finds the schema current
+    database = Database.connect(database_url)
+    try:
+        with database.engine.connect() as connection:
+            assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+            tables = set(inspect(connection).get_table_names())
+        assert {"api_keys", "jobs", "job_segments", "voices", "alembic_version"} <= tables
+    finally:
+        database.dispose()
+
+
+def test_api_keys_are_stored_only_as_hashes(database: Database) -> None:
+    with database.session() as session:
+        minted = create_api_key(session, "ci", admin=True)
+    with database.session() as session:
+        row = session.get_one(ApiKey, minted.id)
+        assert row.key_hash == hash_key(minted.secret) and minted.secret not in (row.key_hash, row.key_prefix)
+        assert find_api_key(session, minted.secret).is_admin  # type: ignore[union-attr]
+        assert find_api_key(session, minted.secret + "x") is None
+        row.revoked_at = utc_now()
+    with database.session() as session:
+        assert find_api_key(session, minted.secret) is None
+
+
+def test_a_job_is_claimed_by_one_delivery_only(database: Database) -> None:
+    job_id = add_job(database)
+    winners: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def claim(holder: str) -> None:
+        barrier.wait()
+        winners.append(job_records.claim_job(database, job_id, holder, stale_after=60))
+
+    threads = [threading.Thread(target=claim, args=(f"worker-{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    claimed = [claim for claim in winners if claim is not None]
+    assert len(claimed) == 1
+    job = claimed[0]
+    assert job.seed == 5 and job.speakers == (0,)  # type: ignore[attr-defined]
+    assert job_records.finish_job(database, job, JobState.DONE)  # type: ignore[arg-type]
+    assert job_records.claim_job(database, job_id, "late-redelivery", stale_after=0) is None
+
+
+def test_a_cancelled_queued_job_is_never_run(database: Database) -> None:
+    job_id = add_job(database, cancel_requested=True)
+    assert job_records.claim_job(database, job_id, "worker", stale_after=60) is None
+    with database.session() as session:
+        assert session.get_one(Job, job_id).state == JobState.CANCELLED
+
+
+def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> None:
+    job_id = add_job(database)
+    first = job_records.claim_job(database, job_id, "dead-worker", stale_after=60)
+    assert first is not None
+    records = job_records.prepare_segments(database, first, [(0, 10), (1, 12)], 22)
+    assert [record.index for record in records] == [0, 1] and not any(record.done for record in records)
+    assert job_records.requeue_stale_jobs(database, stale_after=60) == []  # it is alive
+
+    later = utc_now() + timedelta(seconds=120)
+    assert [job.id for job in job_records.requeue_stale_jobs(database, stale_after=60, now=later)] == [job_id]
+    second = job_records.claim_job(database, job_id, "new-worker", stale_after=60)
+    assert second is not None
+    assert not job_records.beat(database, first)  # the old holder learns it lost the job
+    assert not job_records.finish_job(database, first, JobState.FAILED, error="too late")
+    again = job_records.prepare_segments(database, second, [(0, 10), (1, 12)], 22)
+    assert len(again) == 2  # the rows are reused, not duplicated
+    with database.session() as session:
+        assert len(session.scalars(select(JobSegment).where(JobSegment.job_id == job_id)).all()) == 2
+        assert session.get_one(Job, job_id).attempts == 2

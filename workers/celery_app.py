@@ -1,0 +1,90 @@
+"""The Celery app: Redis as the broker, configured for long GPU jobs that must survive a worker's death.
+
+- `acks_late` + `reject_on_worker_lost`: a message is acknowledged only when its job has ended, so a worker
+  killed mid-job leaves the message to be delivered again.
+- prefetch 1: a worker holds no more messages than it has task threads, so waiting jobs stay in the queue
+  where another worker (or a higher-priority job) can have them.
+- the visibility timeout sits above the longest job: Redis redelivers an unacknowledged message after it,
+  and a job still running must not be handed out twice. A worker that died is found sooner by the
+  sweeper (`workers.sweeper`), which watches job heartbeats in the database.
+- two queues, `interactive` and `batch`, and ten priorities (Redis serves priority 0 first; voxcast's job
+  priority runs the other way, 9 most urgent, and is flipped when sent).
+- every key, queue and channel carries the `redis_namespace` prefix, so installations (or test sessions)
+  can share one Redis.
+
+The api imports this module (to send tasks by name) but never the tasks themselves, which need the model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from celery import Celery
+from kombu import Queue
+from kombu.transport.redis import Channel
+
+from core.settings import Settings
+
+QueueKind = Literal["interactive", "batch"]
+QUEUE_KINDS: tuple[QueueKind, ...] = ("interactive", "batch")
+RUN_JOB_TASK = "voxcast.run_job"
+MAX_PRIORITY = 9
+_VISIBILITY_MARGIN_SECONDS = 1800
+
+
+def queue_name(namespace: str, kind: QueueKind) -> str:
+    return f"{namespace}.{kind}"
+
+
+def broker_priority(job_priority: int) -> int:
+    """Redis serves 0 first; a voxcast job with priority 9 is the most urgent."""
+    return MAX_PRIORITY - job_priority
+
+
+def broker_key_prefix(namespace: str) -> str:
+    return f"{namespace}:"
+
+
+def priority_list_keys(namespace: str, kind: QueueKind) -> list[str]:
+    """The Redis lists holding a queue's waiting messages, one per priority (kombu's naming)."""
+    name = broker_key_prefix(namespace) + queue_name(namespace, kind)
+    return [name] + [f"{name}{Channel.sep}{step}" for step in range(1, MAX_PRIORITY + 1)]
+
+
+def create_celery_app(settings: Settings) -> Celery:
+    app = Celery("voxcast")
+    app.conf.update(
+        broker_url=settings.redis_url,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": int(settings.longest_job_seconds) + _VISIBILITY_MARGIN_SECONDS,
+            "global_keyprefix": broker_key_prefix(settings.redis_namespace),
+            "priority_steps": list(range(MAX_PRIORITY + 1)),
+            "queue_order_strategy": "priority",
+        },
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        task_queues=[Queue(queue_name(settings.redis_namespace, kind)) for kind in QUEUE_KINDS],
+        task_default_queue=queue_name(settings.redis_namespace, "batch"),
+        worker_hijack_root_logger=False,
+        include=["workers.tasks"],
+    )
+    return app
+
+
+def enqueue_job(app: Celery, namespace: str, job_id: str, kind: QueueKind, priority: int) -> None:
+    """Send the job's task; the task id is the job id, so a duplicate message is recognisably the same job."""
+    app.send_task(
+        RUN_JOB_TASK,
+        args=[job_id],
+        task_id=job_id,
+        queue=queue_name(namespace, kind),
+        priority=broker_priority(priority),
+    )
+
+
+app = create_celery_app(Settings.from_env())

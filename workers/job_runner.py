@@ -1,0 +1,145 @@
+"""The worker's only door into the generation pipeline: start the engine, plan a job, generate one segment.
+
+Everything else in `workers/` (claiming jobs, storing segments, progress, assembly) goes through these
+functions, so a change of the generation seam changes this module alone. A worker process runs one engine
+(one model, one GPU) in its background thread; every task thread submits its job's segments to it, and the
+engine batches them across jobs.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from pipeline.engine import Engine, EngineConfig
+from pipeline.generation import SAMPLE_RATE, GenerationSettings
+from pipeline.model_loading import load_model
+from pipeline.plan import FRAMES_PER_SECOND, Mode, Plan, Segment, Silence, plan_script
+from pipeline.podcast import Progress, render_podcast
+from pipeline.script import parse_script
+from pipeline.timeline import TimedTurn
+
+FrameReport = Callable[[int], None]
+GenerationModel = Engine  # what a worker process starts once and every task thread shares
+
+_model_lock = threading.Lock()
+
+
+@dataclass(frozen=True, eq=False)
+class GeneratedSegment:
+    """One segment's 24 kHz mono float32 audio, its latents [frames, latent_dim] and its turns' timings.
+
+    Turn timings are relative to the start of the segment.
+    """
+
+    audio: np.ndarray
+    latents: np.ndarray
+    frames: int
+    turns: tuple[TimedTurn, ...]
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / SAMPLE_RATE
+
+
+@dataclass(frozen=True, eq=False)
+class StoredSegment:
+    """A segment read back from storage: its audio and its turns' timings relative to its start."""
+
+    audio: np.ndarray
+    turns: tuple[TimedTurn, ...]
+
+
+def shared_model(
+    source: str, device: str | None, dtype: str | None, *, slots: int, max_context: int
+) -> GenerationModel:
+    """The process's engine, started on first use (model loaded, stepping thread running) and then shared.
+
+    The online policy: a worker serves interactive jobs and listeners beside batch work.
+    """
+    with _model_lock:
+        return _start_once(source, device, dtype, slots, max_context)
+
+
+@functools.cache
+def _start_once(source: str, device: str | None, dtype: str | None, slots: int, max_context: int) -> GenerationModel:
+    engine = Engine(
+        load_model(source, device=device, dtype=dtype),
+        EngineConfig(slots=slots, max_context=max_context, policy="online"),
+    )
+    engine.start()
+    return engine
+
+
+def plan_job(script_text: str, mode: str, max_segment_seconds: float) -> Plan:
+    """The job's plan; raises `ScriptError` (with the line) for a script the api should have refused."""
+    return plan_script(parse_script(script_text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
+
+
+def estimated_frames(segment: Segment) -> int:
+    """Frames of speech the plan expects from `segment` (its share of `Plan.estimated_frames`)."""
+    return math.ceil(segment.estimated_seconds * FRAMES_PER_SECOND)
+
+
+def generate_plan_segment(
+    model: GenerationModel,
+    plan: Plan,
+    segment: Segment,
+    voices: Mapping[int, np.ndarray],
+    *,
+    cfg_scale: float,
+    diffusion_steps: int,
+    seed: int,
+    on_frame: FrameReport,
+) -> GeneratedSegment:
+    """Generate one segment of `plan`, seeded as in a full render (`seed` + segment index).
+
+    `on_frame(frames_so_far)` is called after every frame; an exception it raises stops the generation
+    (that is how a cancel lands within one engine step).
+    """
+    # Rendered as a plan of its own, as its first segment, with the seed the full render would give it.
+    alone = Plan(mode=plan.mode, speakers=plan.speakers, items=(Segment(index=0, turns=segment.turns),))
+    settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed + segment.index)
+
+    def report(progress: Progress) -> None:
+        on_frame(progress.frames_done)
+
+    rendered = render_podcast(model, alone, voices, settings, on_progress=report)
+    (result,) = rendered.segments
+    return GeneratedSegment(
+        audio=rendered.audio, latents=result.latents.numpy(), frames=result.frames, turns=rendered.turns
+    )
+
+
+def lay_out_episode(plan: Plan, segments: Mapping[int, StoredSegment]) -> tuple[np.ndarray, tuple[TimedTurn, ...]]:
+    """The episode track: stored segments in plan order with the plan's silences, and every turn's timing.
+
+    A long turn generated in pieces comes back as one timed turn, from its first start to its last end.
+    """
+    pieces: list[np.ndarray] = []
+    turns: list[TimedTurn] = []
+    cursor = 0.0
+    for item in plan.items:
+        if isinstance(item, Silence):
+            pieces.append(np.zeros(round(item.seconds * SAMPLE_RATE), dtype=np.float32))
+            cursor += item.seconds
+            continue
+        stored = segments[item.index]
+        pieces.append(stored.audio)
+        for turn in stored.turns:
+            placed = TimedTurn(turn.index, turn.speaker_name, turn.text, cursor + turn.start, cursor + turn.end)
+            if turns and turns[-1].index == placed.index:
+                first = turns.pop()
+                placed = TimedTurn(
+                    first.index, first.speaker_name, f"{first.text} {placed.text}", first.start, placed.end
+                )
+            turns.append(placed)
+        cursor += len(stored.audio) / SAMPLE_RATE
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    return audio, tuple(turns)

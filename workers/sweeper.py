@@ -1,0 +1,102 @@
+"""The sweeper: puts back in the queue what a dead worker or a forgetful broker lost.
+
+The database is the record of every job; Redis only carries messages. Two things can lose a job's message:
+- a worker dies mid-job (kill -9, OOM, power). Its message stays unacknowledged in Redis until the
+  visibility timeout, which is longer than the longest job; the job's heartbeat, though, stops at once.
+  A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued.
+- Redis restarts without its data (or a send failed while it was down). A queued job older than
+  `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
+A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
+runs a job it can claim (see `workers.job_records`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import timedelta
+
+import redis
+from celery import Celery
+from sqlalchemy import select
+
+from core.db import Database
+from core.models import Job, JobState, utc_now
+from core.settings import Settings
+from workers.celery_app import QUEUE_KINDS, broker_key_prefix, enqueue_job, priority_list_keys
+from workers.job_records import requeue_stale_jobs
+
+logger = logging.getLogger(__name__)
+
+
+def job_ids_in_broker(client: redis.Redis, namespace: str) -> set[str]:
+    """Ids of the jobs whose task message Redis holds, waiting in a queue or delivered but unacknowledged."""
+    payloads: list[bytes] = []
+    for kind in QUEUE_KINDS:
+        for key in priority_list_keys(namespace, kind):
+            payloads += client.lrange(key, 0, -1)
+    found = {_task_id(json.loads(payload)) for payload in payloads}
+    for value in client.hvals(broker_key_prefix(namespace) + "unacked"):
+        message, *_ = json.loads(value)
+        found.add(_task_id(message))
+    return found
+
+
+def _task_id(message: dict) -> str:
+    return str(message.get("headers", {}).get("id", ""))
+
+
+def sweep(settings: Settings, database: Database, celery: Celery, client: redis.Redis) -> list[str]:
+    """Re-enqueue every job a dead worker or the broker lost; returns their ids."""
+    resent = []
+    for job in requeue_stale_jobs(database, settings.stale_after_seconds):
+        logger.warning("worker went silent; job re-enqueued", extra={"job_id": job.id, "attempts": job.attempts})
+        enqueue_job(celery, settings.redis_namespace, job.id, job.queue, job.priority)
+        resent.append(job.id)
+    cutoff = utc_now() - timedelta(seconds=settings.stale_after_seconds)
+    with database.session() as session:
+        waiting = session.execute(
+            select(Job.id, Job.queue, Job.priority).where(Job.state == JobState.QUEUED, Job.enqueued_at < cutoff)
+        ).all()
+    if not waiting:
+        return resent
+    in_broker = job_ids_in_broker(client, settings.redis_namespace)
+    for job_id, queue, priority in waiting:
+        if job_id in in_broker or job_id in resent:
+            continue
+        logger.warning("broker lost a queued job; re-enqueued", extra={"job_id": job_id})
+        with database.session() as session:
+            session.get_one(Job, job_id).enqueued_at = utc_now()
+        enqueue_job(celery, settings.redis_namespace, job_id, queue, priority)
+        resent.append(job_id)
+    return resent
+
+
+class Sweeper:
+    """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs)."""
+
+    def __init__(self, settings: Settings, database: Database, celery: Celery, interval: float) -> None:
+        self.settings = settings
+        self.database = database
+        self.celery = celery
+        self.interval = interval
+        self.client = redis.Redis.from_url(settings.redis_url)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="voxcast-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                sweep(self.settings, self.database, self.celery, self.client)
+            except Exception:  # Redis or the database down for a moment: try again next round
+                logger.warning("sweep failed; retrying", exc_info=True)
+            if self._stop.wait(self.interval):
+                return

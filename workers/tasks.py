@@ -1,0 +1,64 @@
+"""The worker's Celery task and its process start-up: migrate, load the engine, start the sweeper.
+
+`run_job` is idempotent and keyed by job id (the task id is the job id): a delivery for a job that is
+finished, cancelled or held by a live worker does nothing, and a rerun generates only the segments not
+yet stored. Acknowledgement is late (see `workers.celery_app`), so a worker killed mid-job leaves the
+message for another delivery, and the sweeper re-enqueues it sooner.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import redis
+from celery import signals
+
+from core.db import Database, database_url, upgrade_database
+from core.job_events import EventPublisher
+from core.logging import configure_logging
+from core.settings import Settings
+from core.storage import DataFolder
+from workers.celery_app import RUN_JOB_TASK, app
+from workers.job_execution import WorkerServices, execute_job
+from workers.sweeper import Sweeper
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def worker_services() -> WorkerServices:
+    """This process's services, built once from the environment's settings."""
+    settings = Settings.from_env()
+    return WorkerServices(
+        settings=settings,
+        database=Database.from_settings(settings),
+        data=DataFolder(settings.data_dir),
+        events=EventPublisher(redis.Redis.from_url(settings.redis_url), settings.redis_namespace),
+    )
+
+
+@app.task(name=RUN_JOB_TASK)
+def run_job(job_id: str) -> None:
+    execute_job(worker_services(), job_id)
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: Any) -> None:
+    settings = Settings.from_env()
+    configure_logging(settings.log_level, settings.log_format)
+
+
+@signals.worker_init.connect
+def _migrate(**_: Any) -> None:
+    upgrade_database(database_url(Settings.from_env()))
+
+
+@signals.worker_ready.connect
+def _start_engine_and_sweeper(**_: Any) -> None:
+    services = worker_services()
+    services.model()  # load before the first job arrives, so no job pays for it
+    sweeper = Sweeper(services.settings, services.database, app, interval=services.settings.heartbeat_seconds)
+    sweeper.start()
+    logger.info("worker ready", extra={"model": services.settings.worker_model or services.settings.model})
