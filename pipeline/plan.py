@@ -22,6 +22,7 @@ from typing import Literal
 
 from pipeline.prompt import SegmentText
 from pipeline.script import Pause, Script, ScriptError, Speaker, Turn
+from pipeline.speech_text import normalize_for_speech
 
 Mode = Literal["whole", "turns"]
 MODES: tuple[Mode, ...] = ("whole", "turns")
@@ -64,7 +65,10 @@ class Segment:
 
     @property
     def text(self) -> SegmentText:
-        return SegmentText(tuple((turn.speaker, turn.text) for turn in self.turns))
+        """What the model reads: each turn's text with numbers, dates, symbols and URLs spelled out.
+
+        Transcripts and chapters keep the text as written (`turns`)."""
+        return SegmentText(tuple((turn.speaker, normalize_for_speech(turn.text)) for turn in self.turns))
 
 
 @dataclass(frozen=True)

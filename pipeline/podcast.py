@@ -16,7 +16,7 @@ import torch
 
 from pipeline.engine import Engine
 from pipeline.generation import SAMPLE_RATE, GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
-from pipeline.plan import FRAMES_PER_SECOND, Plan, PlannedTurn, Segment, Silence
+from pipeline.plan import FRAMES_PER_SECOND, Plan, Segment, Silence
 from pipeline.timeline import TimedTurn
 
 
@@ -61,20 +61,50 @@ def render_podcast(
     settings: GenerationSettings,
     on_progress: ProgressCallback | None = None,
 ) -> RenderedPodcast:
-    """Generate every segment of `plan` concurrently and lay them out in order with the plan's silences.
-
-    Segment k is seeded with `settings.seed + k`, so one segment can be regenerated alone and come out
-    the same as in the full run.
-    """
+    """Generate every segment of `plan` concurrently and lay them out in order with the plan's silences."""
     segments = plan.segments
-    requests = [_request(segment, voices, settings) for segment in segments]
+    requests = [segment_request(segment, voices, settings) for segment in segments]
     results = generate_segments(engine, requests, _progress_reporter(on_progress, plan, requests))
     for segment, result in zip(segments, results, strict=True):
-        if result.frames == 0:
-            raise EmptySegmentError(
-                f"the model produced no audio for segment {segment.index + 1} (script line {segment.turns[0].line}); "
-                "try another seed or the 'turns' mode"
-            )
+        check_not_empty(segment, result)
+    placed = {
+        segment.index: PlacedSegment(result.audio, segment_turn_timings(segment, result.seconds, plan))
+        for segment, result in zip(segments, results, strict=True)
+    }
+    audio, turns = lay_out(plan, placed)
+    return RenderedPodcast(audio=audio, turns=turns, segments=tuple(results))
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedSegment:
+    """A generated segment's audio and its turns' timings, relative to the segment's start."""
+
+    audio: np.ndarray
+    turns: tuple[TimedTurn, ...]
+
+
+def segment_request(segment: Segment, voices: Mapping[int, np.ndarray], settings: GenerationSettings) -> SegmentRequest:
+    """The generation for one segment. It is seeded `settings.seed + segment.index`, so a segment generated
+    alone (a resumed job, a regenerated turn) comes out as in the full run."""
+    segment_settings = GenerationSettings(
+        cfg_scale=settings.cfg_scale, diffusion_steps=settings.diffusion_steps, seed=settings.seed + segment.index
+    )
+    return SegmentRequest(text=segment.text, voices=voices, max_frames=segment.max_frames, settings=segment_settings)
+
+
+def check_not_empty(segment: Segment, result: SegmentAudio) -> None:
+    if result.frames == 0:
+        raise EmptySegmentError(
+            f"the model produced no audio for segment {segment.index + 1} (script line {segment.turns[0].line}); "
+            "try another seed or the 'turns' mode"
+        )
+
+
+def lay_out(plan: Plan, segments: Mapping[int, PlacedSegment]) -> tuple[np.ndarray, tuple[TimedTurn, ...]]:
+    """The episode track: segments in plan order with the plan's silences, and every turn's timing.
+
+    A long turn generated in pieces comes back as one timed turn, from its first start to its last end.
+    """
     pieces: list[np.ndarray] = []
     timings: list[TimedTurn] = []
     cursor = 0.0
@@ -83,19 +113,12 @@ def render_podcast(
             pieces.append(np.zeros(round(item.seconds * SAMPLE_RATE), dtype=np.float32))
             cursor += item.seconds
             continue
-        result = results[item.index]
-        pieces.append(result.audio)
-        timings += _turn_timings(item, cursor, result.seconds, plan)
-        cursor += result.seconds
+        placed = segments[item.index]
+        pieces.append(placed.audio)
+        timings += [TimedTurn(t.index, t.speaker_name, t.text, cursor + t.start, cursor + t.end) for t in placed.turns]
+        cursor += len(placed.audio) / SAMPLE_RATE
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-    return RenderedPodcast(audio=audio, turns=_merge_pieces(timings), segments=tuple(results))
-
-
-def _request(segment: Segment, voices: Mapping[int, np.ndarray], settings: GenerationSettings) -> SegmentRequest:
-    segment_settings = GenerationSettings(
-        cfg_scale=settings.cfg_scale, diffusion_steps=settings.diffusion_steps, seed=settings.seed + segment.index
-    )
-    return SegmentRequest(text=segment.text, voices=voices, max_frames=segment.max_frames, settings=segment_settings)
+    return audio, _merge_pieces(timings)
 
 
 def _progress_reporter(
@@ -112,21 +135,17 @@ def _progress_reporter(
     return report
 
 
-def _turn_timings(segment: Segment, start: float, seconds: float, plan: Plan) -> list[TimedTurn]:
-    """Place the segment's turns in [start, start + seconds], each by its share of the segment's text."""
+def segment_turn_timings(segment: Segment, seconds: float, plan: Plan) -> tuple[TimedTurn, ...]:
+    """The segment's turns in [0, seconds], each by its share of the segment's text (exact for one turn)."""
     weights = [max(1, len(turn.text)) for turn in segment.turns]
     total = sum(weights)
     timings = []
-    offset = start
+    offset = 0.0
     for turn, weight in zip(segment.turns, weights, strict=True):
         length = seconds * weight / total
-        timings.append(_timed(turn, offset, offset + length, plan))
+        timings.append(TimedTurn(turn.index, plan.speakers[turn.speaker].name, turn.text, offset, offset + length))
         offset += length
-    return timings
-
-
-def _timed(turn: PlannedTurn, start: float, end: float, plan: Plan) -> TimedTurn:
-    return TimedTurn(turn.index, plan.speakers[turn.speaker].name, turn.text, start, end)
+    return tuple(timings)
 
 
 def _merge_pieces(timings: list[TimedTurn]) -> tuple[TimedTurn, ...]:

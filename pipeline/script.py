@@ -68,9 +68,7 @@ _TAG_FORMS = (
     "start each turn with 'Speaker 1: ...', 'Name: ...' or '[Name] ...', "
     'or give a JSON object like {"turns": [{"speaker": 1, "text": "Hello"}]}'
 )
-_JSON_SHAPE = (
-    'expected {"turns": [{"speaker": 1, "text": "Hello"}, {"pause": "800ms"}, ...]}'
-)
+_JSON_SHAPE = 'expected {"turns": [{"speaker": 1, "text": "Hello"}, {"pause": "800ms"}, ...]}'
 _PAUSE_FORMS = "write it like [pause: 800ms] or [pause: 1.5s]"
 _NAME_RULE = (
     "a name starts with a letter, uses only letters, digits, spaces and . ' - _, "
@@ -136,10 +134,7 @@ class Script:
 def parse_script(text: str) -> Script:
     """Parse a script in any accepted format; raise ScriptError saying where and what is allowed."""
     if len(text) > MAX_SCRIPT_CHARS:
-        raise ScriptError(
-            f"the script is {len(text):,} characters long; "
-            f"the limit is {MAX_SCRIPT_CHARS:,} characters"
-        )
+        raise ScriptError(f"the script is {len(text):,} characters long; the limit is {MAX_SCRIPT_CHARS:,} characters")
     source = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     if source.lstrip().startswith("{"):
         return _parse_json(source)
@@ -180,8 +175,7 @@ def _numbered_speaker(digits: str, line: int, where: str = "") -> Speaker:
     number = digits.lstrip("0") or "0"
     if len(number) > 2:
         raise ScriptError(
-            f"{where}speaker number {_excerpt(digits)} is out of range; "
-            "use Speaker 0 to Speaker 99",
+            f"{where}speaker number {_excerpt(digits)} is out of range; use Speaker 0 to Speaker 99",
             line,
         )
     return Speaker(key=number, name=f"Speaker {number}")
@@ -190,9 +184,7 @@ def _numbered_speaker(digits: str, line: int, where: str = "") -> Speaker:
 def _is_name(label: str) -> bool:
     """Whether a cleaned label is short and plain enough to be a speaker name rather than prose."""
     return (
-        _NAME.fullmatch(label) is not None
-        and len(label) <= _MAX_NAME_CHARS
-        and len(label.split()) <= _MAX_NAME_WORDS
+        _NAME.fullmatch(label) is not None and len(label) <= _MAX_NAME_CHARS and len(label.split()) <= _MAX_NAME_WORDS
     )
 
 
@@ -297,10 +289,7 @@ class _ScriptBuilder:
         """The finished Script, once the last turn is checked and there is at least one turn."""
         self._end_turn()
         if self._speaker is None:
-            raise ScriptError(
-                "the script has pauses but no turns; "
-                "write one turn per line like 'Speaker 1: Hello'"
-            )
+            raise ScriptError("the script has pauses but no turns; write one turn per line like 'Speaker 1: Hello'")
         return Script(speakers=tuple(self._speakers), items=tuple(self._items))
 
     def _speaker_index(self, speaker: Speaker, line: int) -> int:
@@ -426,9 +415,7 @@ def _load_json(source: str) -> dict[str, object]:
     try:
         return json.loads(source)
     except json.JSONDecodeError as err:
-        raise ScriptError(
-            f"invalid JSON at column {err.colno}: {err.msg}; {_JSON_SHAPE}", err.lineno
-        ) from err
+        raise ScriptError(f"invalid JSON at column {err.colno}: {err.msg}; {_JSON_SHAPE}", err.lineno) from err
     except RecursionError as err:
         raise ScriptError(f"the JSON is nested too deeply; {_JSON_SHAPE}") from err
     except ValueError as err:  # an integer longer than Python will convert
@@ -439,15 +426,14 @@ def _add_json_item(builder: _ScriptBuilder, item: object, where: str, line: int)
     """Add one item of the "turns" list: a turn or a pause."""
     if not isinstance(item, dict):
         raise ScriptError(
-            f'{where} is {_describe_json(item)}; each item must be an object like '
+            f"{where} is {_describe_json(item)}; each item must be an object like "
             '{"speaker": 1, "text": "Hello"} or {"pause": "800ms"}',
             line,
         )
     if "pause" in item:
         if "text" in item or "speaker" in item:
             raise ScriptError(
-                f'{where} has both "pause" and a turn\'s keys; put the pause in its own '
-                'item like {"pause": "800ms"}',
+                f'{where} has both "pause" and a turn\'s keys; put the pause in its own item like {{"pause": "800ms"}}',
                 line,
             )
         builder.add_pause(_json_pause(item["pause"], where, line))
@@ -537,9 +523,7 @@ def _json_turn_lines(source: str) -> list[int]:
     return _line_numbers(source, offsets)
 
 
-def _json_array_offsets(
-    source: str, pos: int, decoder: json.JSONDecoder
-) -> tuple[list[int], int]:
+def _json_array_offsets(source: str, pos: int, decoder: json.JSONDecoder) -> tuple[list[int], int]:
     """Offsets of the items of the JSON array opening at `pos`, and the offset just past it."""
     offsets: list[int] = []
     pos = _skip_space(source, pos + 1)

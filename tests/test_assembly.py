@@ -131,7 +131,7 @@ def test_normalize_reaches_target_loudness(amplitude: float) -> None:
 
 def test_normalize_limits_spiky_signal_to_peak_ceiling() -> None:
     audio = tone(3.0, 0.01)
-    audio[::SAMPLE_RATE // 2] = 1.0
+    audio[:: SAMPLE_RATE // 2] = 1.0
     out = normalize_loudness(audio)
     assert np.max(np.abs(out)) == pytest.approx(CEILING, abs=1e-6)
     assert lufs(out) < TARGET_LUFS - 0.5  # the ceiling wins over the target

@@ -251,8 +251,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
             for name, case, folder, before, env in prepared
         }
         return {
-            name: Run(case, folder, before, future.result())
-            for name, (case, folder, before, future) in futures.items()
+            name: Run(case, folder, before, future.result()) for name, (case, folder, before, future) in futures.items()
         }
 
 
@@ -267,9 +266,7 @@ def assert_refused(run: Run) -> str:
     # Nothing written: no output folder, no episode files, no new file anywhere in the case folder
     # (the offline hub case may leave hub bookkeeping under its own HF_HOME, which is not output).
     assert not (run.folder / "episodes").exists()
-    new_files = {
-        path for path in all_files(run.folder) - run.files_before if (run.folder / "hf") not in path.parents
-    }
+    new_files = {path for path in all_files(run.folder) - run.files_before if (run.folder / "hf") not in path.parents}
     assert new_files == set()
     assert not [path for path in all_files(run.folder) if path.name.startswith("out.")]
     return lines[0]

@@ -53,18 +53,36 @@ def test_original_checkpoint_really_uses_original_names(tiny_original_checkpoint
     ("original", "expected"),
     [
         # Names as they stand in microsoft/VibeVoice-1.5B, mapped as transformers' conversion script maps them.
-        ("model.acoustic_tokenizer.encoder.downsample_layers.0.0.conv.conv.weight", "model.audio_tower.encoder.stem.conv.conv.weight"),
-        ("model.acoustic_tokenizer.encoder.stages.0.2.mixer.conv.conv.conv.weight", "model.audio_tower.encoder.stem.stage.2.mixer.conv.weight"),
-        ("model.acoustic_tokenizer.encoder.stages.6.7.ffn.linear1.bias", "model.audio_tower.encoder.conv_layers.5.stage.7.ffn.linear1.bias"),
+        (
+            "model.acoustic_tokenizer.encoder.downsample_layers.0.0.conv.conv.weight",
+            "model.audio_tower.encoder.stem.conv.conv.weight",
+        ),
+        (
+            "model.acoustic_tokenizer.encoder.stages.0.2.mixer.conv.conv.conv.weight",
+            "model.audio_tower.encoder.stem.stage.2.mixer.conv.weight",
+        ),
+        (
+            "model.acoustic_tokenizer.encoder.stages.6.7.ffn.linear1.bias",
+            "model.audio_tower.encoder.conv_layers.5.stage.7.ffn.linear1.bias",
+        ),
         ("model.acoustic_tokenizer.encoder.head.conv.conv.weight", "model.audio_tower.encoder.head.conv.weight"),
-        ("model.acoustic_tokenizer.decoder.upsample_layers.4.0.convtr.convtr.weight", "model.audio_tower.decoder.conv_layers.3.convtr.convtr.weight"),
-        ("model.semantic_tokenizer.encoder.downsample_layers.6.0.conv.conv.bias", "model.semantic_tokenizer_encoder.conv_layers.5.conv.conv.bias"),
+        (
+            "model.acoustic_tokenizer.decoder.upsample_layers.4.0.convtr.convtr.weight",
+            "model.audio_tower.decoder.conv_layers.3.convtr.convtr.weight",
+        ),
+        (
+            "model.semantic_tokenizer.encoder.downsample_layers.6.0.conv.conv.bias",
+            "model.semantic_tokenizer_encoder.conv_layers.5.conv.conv.bias",
+        ),
         ("model.prediction_head.t_embedder.mlp.0.weight", "model.diffusion_head.timestep_proj.fc1.weight"),
         ("model.prediction_head.layers.3.adaLN_modulation.1.weight", "model.diffusion_head.layers.3.linear.weight"),
         ("model.prediction_head.final_layer.linear.weight", "model.diffusion_head.final_layer.linear_2.weight"),
         ("model.acoustic_connector.norm.weight", "model.multi_modal_projector.act.weight"),
         ("model.speech_bias_factor", "model.latent_bias_factor"),
-        ("model.language_model.layers.27.self_attn.q_proj.weight", "model.language_model.layers.27.self_attn.q_proj.weight"),
+        (
+            "model.language_model.layers.27.self_attn.q_proj.weight",
+            "model.language_model.layers.27.self_attn.q_proj.weight",
+        ),
     ],
 )
 def test_known_original_names_map_to_transformers_names(original: str, expected: str) -> None:

@@ -259,9 +259,7 @@ def test_plan_estimates_are_consistent() -> None:
             math.ceil(segment.estimated_seconds * FRAMES_PER_SECOND) for segment in plan.segments
         )
         for segment in plan.segments:
-            expected = math.ceil(
-                (segment.estimated_seconds * BUDGET_FACTOR + BUDGET_SLACK_SECONDS) * FRAMES_PER_SECOND
-            )
+            expected = math.ceil((segment.estimated_seconds * BUDGET_FACTOR + BUDGET_SLACK_SECONDS) * FRAMES_PER_SECOND)
             assert segment.max_frames == expected
             assert segment.max_frames >= math.ceil(segment.estimated_seconds * FRAMES_PER_SECOND)
 

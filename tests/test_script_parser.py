@@ -27,9 +27,7 @@ from pipeline.script import (
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
 
-PROPERTY_SETTINGS = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def texts(script: Script) -> list[str]:
@@ -171,9 +169,7 @@ def test_in_colon_style_a_bracket_line_is_text() -> None:
 
 
 def test_continuation_lines_join_with_one_space_and_blank_lines_do_not_end_turns() -> None:
-    script = parse_script(
-        "Speaker 1: First line\n   second line   \n\n\n  third line\nSpeaker 2: Reply\n\n"
-    )
+    script = parse_script("Speaker 1: First line\n   second line   \n\n\n  third line\nSpeaker 2: Reply\n\n")
     assert script.items == (Turn(0, "First line second line third line", 1), Turn(1, "Reply", 6))
 
 
@@ -249,9 +245,7 @@ def test_parts_after_a_pause_keep_the_line_where_they_appear() -> None:
 
 
 def test_pause_at_turn_edges_leaves_no_empty_turns() -> None:
-    script = parse_script(
-        "Speaker 1: [pause: 1s] Hi [pause: 2s]\nSpeaker 2: [pause:1s][pause:1s]Yo"
-    )
+    script = parse_script("Speaker 1: [pause: 1s] Hi [pause: 2s]\nSpeaker 2: [pause:1s][pause:1s]Yo")
     assert script.items == (
         Pause(1.0, 1),
         Turn(0, "Hi", 1),
@@ -282,9 +276,7 @@ def test_pause_out_of_range_is_rejected(tag: str) -> None:
     assert "longer than 0 s and at most 30 s" in str(err)
 
 
-@pytest.mark.parametrize(
-    "tag", ["[pause]", "[pause: 2 seconds]", "[pause: 2]", "[pause -1s]", "[pause: 1.s]"]
-)
+@pytest.mark.parametrize("tag", ["[pause]", "[pause: 2 seconds]", "[pause: 2]", "[pause -1s]", "[pause: 1.s]"])
 def test_unreadable_pause_is_rejected(tag: str) -> None:
     err = rejection(f"Speaker 1: Hi\n\n{tag}\nSpeaker 2: Yo")
     assert err.line == 3
@@ -322,9 +314,7 @@ def test_json_format_with_pauses_and_item_lines() -> None:
 
 
 def test_json_on_one_line_with_leading_blank_lines_and_digit_string_speaker() -> None:
-    script = parse_script(
-        '\n\n  {"turns": [{"speaker": "02", "text": "x"}, {"speaker": 0, "text": "y"}]}'
-    )
+    script = parse_script('\n\n  {"turns": [{"speaker": "02", "text": "x"}, {"speaker": 0, "text": "y"}]}')
     assert script.speakers == (Speaker("2", "Speaker 2"), Speaker("0", "Speaker 0"))
     assert [turn.line for turn in script.turns] == [3, 3]
 
@@ -461,9 +451,7 @@ def test_tag_without_text_is_rejected(text: str, line: int) -> None:
 
 
 def test_fifth_speaker_is_rejected_naming_the_speakers_so_far() -> None:
-    err = rejection(
-        "Speaker 1: a\nAlice: b\n[pause: 1s]\nSpeaker 3: c\nBob: d\nspeaker 1: e\nEve: f"
-    )
+    err = rejection("Speaker 1: a\nAlice: b\n[pause: 1s]\nSpeaker 3: c\nBob: d\nspeaker 1: e\nEve: f")
     assert err.line == 7
     message = str(err)
     assert "Eve" in message and f"at most {MAX_SPEAKERS} speakers" in message
@@ -569,9 +557,7 @@ turn_text = st.text(
     max_size=60,
 ).filter(lambda text: text.split())
 
-turn_lists = st.lists(
-    st.tuples(st.integers(0, MAX_SPEAKERS - 1), turn_text), min_size=1, max_size=12
-)
+turn_lists = st.lists(st.tuples(st.integers(0, MAX_SPEAKERS - 1), turn_text), min_size=1, max_size=12)
 
 name_word = st.text(alphabet=st.characters(categories=("Lu", "Ll")), min_size=1, max_size=8)
 speaker_name = (
@@ -579,12 +565,8 @@ speaker_name = (
     .map(" ".join)
     .filter(lambda name: not re.fullmatch("pause", name, re.IGNORECASE))  # "[pause]" is a bad pause
 )
-four_names = st.lists(
-    speaker_name, min_size=MAX_SPEAKERS, max_size=MAX_SPEAKERS, unique_by=str.casefold
-)
-four_numbers = st.lists(
-    st.integers(0, 99), min_size=MAX_SPEAKERS, max_size=MAX_SPEAKERS, unique=True
-)
+four_names = st.lists(speaker_name, min_size=MAX_SPEAKERS, max_size=MAX_SPEAKERS, unique_by=str.casefold)
+four_numbers = st.lists(st.integers(0, 99), min_size=MAX_SPEAKERS, max_size=MAX_SPEAKERS, unique=True)
 
 
 def normalised(text: str) -> str:
@@ -627,9 +609,7 @@ def test_round_trip_names(turns: list[tuple[int, str]], names: list[str], bracke
 
 @PROPERTY_SETTINGS
 @given(turns=turn_lists, names=four_names, numbers=four_numbers, numbered=st.booleans())
-def test_round_trip_json(
-    turns: list[tuple[int, str]], names: list[str], numbers: list[int], numbered: bool
-) -> None:
+def test_round_trip_json(turns: list[tuple[int, str]], names: list[str], numbers: list[int], numbered: bool) -> None:
     labels: list[int] | list[str] = numbers if numbered else names
     document = {"turns": [{"speaker": labels[index], "text": text} for index, text in turns]}
     script = parse_script(json.dumps(document, indent=2))
@@ -639,18 +619,47 @@ def test_round_trip_json(
 
 # Fragments that exercise every branch, glued together at random.
 FRAGMENTS = [
-    "Speaker 1:", "Speaker 2: hi", "speaker 03:", "Speaker 100:", "Alice:", "Bob: yo", "Eve:",
-    "[Carol]", "[Dan] ok", "[pause: 1s]", "[pause 800 ms]", "[pause: 0s]", "[pause]", "[laughs]",
-    "\n", "\r\n", " ", "\t", "text", ":", "[", "]", "{", "}", '"turns"', "\u201c", "\u00a0",
-    "\u200b", "\x00", "\ufeff", "0", "1.5", "ms",
+    "Speaker 1:",
+    "Speaker 2: hi",
+    "speaker 03:",
+    "Speaker 100:",
+    "Alice:",
+    "Bob: yo",
+    "Eve:",
+    "[Carol]",
+    "[Dan] ok",
+    "[pause: 1s]",
+    "[pause 800 ms]",
+    "[pause: 0s]",
+    "[pause]",
+    "[laughs]",
+    "\n",
+    "\r\n",
+    " ",
+    "\t",
+    "text",
+    ":",
+    "[",
+    "]",
+    "{",
+    "}",
+    '"turns"',
+    "\u201c",
+    "\u00a0",
+    "\u200b",
+    "\x00",
+    "\ufeff",
+    "0",
+    "1.5",
+    "ms",
 ]
 fragment_scripts = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
 
 json_scalars = st.none() | st.booleans() | st.integers(-5, 120) | st.floats() | st.text(max_size=12)
 json_speakers = st.integers(0, 5) | st.sampled_from(["Alice", "bob", "Speaker 2"])
-valid_json_items = st.fixed_dictionaries(
-    {"speaker": json_speakers, "text": st.text()}
-) | st.fixed_dictionaries({"pause": st.sampled_from(["800ms", "1.5 s", 2, 0.25])})
+valid_json_items = st.fixed_dictionaries({"speaker": json_speakers, "text": st.text()}) | st.fixed_dictionaries(
+    {"pause": st.sampled_from(["800ms", "1.5 s", 2, 0.25])}
+)
 odd_json_items = json_scalars | st.fixed_dictionaries(
     {},
     optional={
@@ -661,8 +670,7 @@ odd_json_items = json_scalars | st.fixed_dictionaries(
 )
 json_scripts = st.builds(
     lambda items, indent: json.dumps({"turns": items}, indent=indent),
-    st.lists(valid_json_items, max_size=6)
-    | st.lists(valid_json_items | odd_json_items, max_size=6),
+    st.lists(valid_json_items, max_size=6) | st.lists(valid_json_items | odd_json_items, max_size=6),
     st.sampled_from([None, 1]),
 )
 

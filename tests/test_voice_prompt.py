@@ -150,9 +150,7 @@ def test_sample_rate_outside_range_is_refused(tmp_path: Path, sample_rate: int) 
 # --- length limits ------------------------------------------------------------
 
 
-def test_long_file_is_trimmed_to_max_seconds_with_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_long_file_is_trimmed_to_max_seconds_with_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tmp_path / "long.wav", voice_like(70.0, 16_000), 16_000, subtype="PCM_16")
 
     with caplog.at_level(logging.WARNING, logger="tokenizer.voice_prompt"):
@@ -372,9 +370,7 @@ def test_in_memory_int16_is_scaled_like_pcm() -> None:
 
     prompt = prepare_voice_samples(pcm, 16_000, source="mic")
 
-    np.testing.assert_allclose(
-        prompt.samples, prepare_voice_samples(samples, 16_000, source="mic").samples, atol=1e-3
-    )
+    np.testing.assert_allclose(prompt.samples, prepare_voice_samples(samples, 16_000, source="mic").samples, atol=1e-3)
     # Quiet int16 must still count as silent: the threshold is relative to full scale.
     with pytest.raises(VoicePromptError, match="is silent"):
         prepare_voice_samples(np.full(4 * 16_000, 3, dtype=np.int16), 16_000, source="mic")

@@ -176,8 +176,7 @@ def _as_float_frames(samples: np.ndarray, source: str) -> np.ndarray:
     """Return float32 audio shaped (frames, channels), scaling integer PCM to [-1, 1]."""
     if samples.ndim not in (1, 2):
         raise VoicePromptError(
-            f"voice prompt {source!r} has shape {samples.shape}; "
-            "expected (samples,) or (samples, channels)"
+            f"voice prompt {source!r} has shape {samples.shape}; expected (samples,) or (samples, channels)"
         )
     frames = samples[:, np.newaxis] if samples.ndim == 1 else samples
     if frames.size == 0:
@@ -192,8 +191,7 @@ def _as_float_frames(samples: np.ndarray, source: str) -> np.ndarray:
     if np.issubdtype(frames.dtype, np.floating):
         return frames.astype(np.float32)
     raise VoicePromptError(
-        f"voice prompt {source!r} has samples of type {frames.dtype}; "
-        "expected floating-point or integer PCM samples"
+        f"voice prompt {source!r} has samples of type {frames.dtype}; expected floating-point or integer PCM samples"
     )
 
 
@@ -201,8 +199,7 @@ def _finish(mono: np.ndarray, sample_rate: int, *, source: str, channels: int) -
     """Checks and conversion shared by files and in-memory audio, starting from the mono mix."""
     if not np.all(np.isfinite(mono)):
         raise VoicePromptError(
-            f"voice prompt {source!r} contains NaN or infinite samples; "
-            "only finite sample values are allowed"
+            f"voice prompt {source!r} contains NaN or infinite samples; only finite sample values are allowed"
         )
     mono, trimmed = _limit_length(mono, sample_rate, source)
     _check_not_silent(mono, source)
@@ -286,6 +283,5 @@ def _no_audio(source: str) -> VoicePromptError:
 
 def _unreadable(source: str, reason: str) -> VoicePromptError:
     return VoicePromptError(
-        f"could not read voice prompt {source!r} as audio: {reason}; "
-        f"accepted formats: {ACCEPTED_FORMATS}"
+        f"could not read voice prompt {source!r} as audio: {reason}; accepted formats: {ACCEPTED_FORMATS}"
     )

@@ -24,13 +24,13 @@ from core.models import JobState
 from core.settings import Settings
 from core.storage import SAMPLE_RATE, DataFolder, JobFolder, atomic_write, read_audio, write_audio
 from pipeline.plan import Plan, Segment
+from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
 from workers import job_records
 from workers.assembly import Episode, chapters_from_turns, normalize_loudness, write_episode
 from workers.job_records import ClaimedJob, SegmentRecord
 from workers.job_runner import (
     GenerationModel,
-    StoredSegment,
     estimated_frames,
     generate_plan_segment,
     lay_out_episode,
@@ -122,7 +122,7 @@ def _run(services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat) -> fl
     records = job_records.prepare_segments(services.database, job, planned, plan.estimated_frames)
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
     watcher = _FrameWatcher(services, job, heartbeat, plan)
-    stored: dict[int, StoredSegment] = {}
+    stored: dict[int, PlacedSegment] = {}
     for segment, record in zip(plan.segments, records, strict=True):
         kept = _stored_segment(services.data, record)
         if kept is None:
@@ -136,13 +136,13 @@ def _run(services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat) -> fl
     return len(audio) / SAMPLE_RATE
 
 
-def _stored_segment(data: DataFolder, record: SegmentRecord) -> StoredSegment | None:
+def _stored_segment(data: DataFolder, record: SegmentRecord) -> PlacedSegment | None:
     if not record.done or record.audio_path is None:
         return None
     path = data.resolve(record.audio_path)
     if not path.is_file():
         return None
-    return StoredSegment(audio=read_audio(path), turns=tuple(TimedTurn(*turn) for turn in record.turns))
+    return PlacedSegment(audio=read_audio(path), turns=tuple(TimedTurn(*turn) for turn in record.turns))
 
 
 def _generate(
@@ -153,7 +153,7 @@ def _generate(
     segment: Segment,
     voices: dict[int, np.ndarray],
     watcher: _FrameWatcher,
-) -> StoredSegment:
+) -> PlacedSegment:
     job_records.record_segment_started(services.database, job, segment.index)
     watcher.start_segment(segment.index)
     generated = generate_plan_segment(
@@ -190,7 +190,7 @@ def _generate(
     )
     services.events.publish(job.id, SegmentEvent(index=segment.index, seconds=round(generated.seconds, 3)))
     logger.info("segment stored", extra={"job_id": job.id, "segment": segment.index, "frames": generated.frames})
-    return StoredSegment(audio=generated.audio, turns=generated.turns)
+    return PlacedSegment(audio=generated.audio, turns=generated.turns)
 
 
 def _write_outputs(

@@ -18,10 +18,10 @@ from typing import cast
 import numpy as np
 
 from pipeline.engine import Engine, EngineConfig
-from pipeline.generation import SAMPLE_RATE, GenerationSettings
+from pipeline.generation import SAMPLE_RATE, GenerationSettings, generate_segment
 from pipeline.model_loading import load_model
-from pipeline.plan import FRAMES_PER_SECOND, Mode, Plan, Segment, Silence, plan_script
-from pipeline.podcast import Progress, render_podcast
+from pipeline.plan import FRAMES_PER_SECOND, Mode, Plan, Segment, plan_script
+from pipeline.podcast import PlacedSegment, check_not_empty, lay_out, segment_request, segment_turn_timings
 from pipeline.script import parse_script
 from pipeline.timeline import TimedTurn
 
@@ -46,14 +46,6 @@ class GeneratedSegment:
     @property
     def seconds(self) -> float:
         return len(self.audio) / SAMPLE_RATE
-
-
-@dataclass(frozen=True, eq=False)
-class StoredSegment:
-    """A segment read back from storage: its audio and its turns' timings relative to its start."""
-
-    audio: np.ndarray
-    turns: tuple[TimedTurn, ...]
 
 
 def shared_model(
@@ -103,43 +95,17 @@ def generate_plan_segment(
     `on_frame(frames_so_far)` is called after every frame; an exception it raises stops the generation
     (that is how a cancel lands within one engine step).
     """
-    # Rendered as a plan of its own, as its first segment, with the seed the full render would give it.
-    alone = Plan(mode=plan.mode, speakers=plan.speakers, items=(Segment(index=0, turns=segment.turns),))
-    settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed + segment.index)
-
-    def report(progress: Progress) -> None:
-        on_frame(progress.frames_done)
-
-    rendered = render_podcast(model, alone, voices, settings, on_progress=report)
-    (result,) = rendered.segments
+    settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed)
+    result = generate_segment(model, segment_request(segment, voices, settings), on_frame=on_frame)
+    check_not_empty(segment, result)
     return GeneratedSegment(
-        audio=rendered.audio, latents=result.latents.numpy(), frames=result.frames, turns=rendered.turns
+        audio=result.audio,
+        latents=result.latents.numpy(),
+        frames=result.frames,
+        turns=segment_turn_timings(segment, result.seconds, plan),
     )
 
 
-def lay_out_episode(plan: Plan, segments: Mapping[int, StoredSegment]) -> tuple[np.ndarray, tuple[TimedTurn, ...]]:
-    """The episode track: stored segments in plan order with the plan's silences, and every turn's timing.
-
-    A long turn generated in pieces comes back as one timed turn, from its first start to its last end.
-    """
-    pieces: list[np.ndarray] = []
-    turns: list[TimedTurn] = []
-    cursor = 0.0
-    for item in plan.items:
-        if isinstance(item, Silence):
-            pieces.append(np.zeros(round(item.seconds * SAMPLE_RATE), dtype=np.float32))
-            cursor += item.seconds
-            continue
-        stored = segments[item.index]
-        pieces.append(stored.audio)
-        for turn in stored.turns:
-            placed = TimedTurn(turn.index, turn.speaker_name, turn.text, cursor + turn.start, cursor + turn.end)
-            if turns and turns[-1].index == placed.index:
-                first = turns.pop()
-                placed = TimedTurn(
-                    first.index, first.speaker_name, f"{first.text} {placed.text}", first.start, placed.end
-                )
-            turns.append(placed)
-        cursor += len(stored.audio) / SAMPLE_RATE
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-    return audio, tuple(turns)
+def lay_out_episode(plan: Plan, segments: Mapping[int, PlacedSegment]) -> tuple[np.ndarray, tuple[TimedTurn, ...]]:
+    """The episode track from stored segments, with the plan's silences, and every turn's timing."""
+    return lay_out(plan, segments)

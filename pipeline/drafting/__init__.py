@@ -1,0 +1,37 @@
+"""The script-drafting stage: from notes, articles and rough transcripts to a script the pipeline takes.
+
+    normalise_transcript(text, load_model, budget)  parser first, then clean-up, then the LLM
+    draft_script(source, DraftRequest(...), model, budget)  the LLM writes a dialogue for 1 to 4 hosts
+
+Modules: `jobs` (the two jobs and the retry loop), `prompts` (what the model is told, and the JSON schema
+of its reply), `replies` (reading and checking a reply), `cleanup` (deterministic transcript clean-up),
+`chat` (the model interface) and `transformers_chat` (the transformers implementation; it imports torch,
+so it is not re-exported here).
+"""
+
+from pipeline.drafting.chat import ChatMessage, ChatModel
+from pipeline.drafting.jobs import (
+    DraftedScript,
+    DraftingError,
+    DraftInputError,
+    DraftRequest,
+    ModelBudget,
+    default_host_names,
+    draft_script,
+    normalise_transcript,
+)
+from pipeline.drafting.prompts import SCRIPT_JSON_SCHEMA
+
+__all__ = [
+    "SCRIPT_JSON_SCHEMA",
+    "ChatMessage",
+    "ChatModel",
+    "DraftInputError",
+    "DraftRequest",
+    "DraftedScript",
+    "DraftingError",
+    "ModelBudget",
+    "default_host_names",
+    "draft_script",
+    "normalise_transcript",
+]
