@@ -30,6 +30,8 @@ from workers.assembly import (
 )
 
 if TYPE_CHECKING:
+    from pipeline.engine import EngineConfig
+    from pipeline.model_loading import LoadedModel
     from pipeline.podcast import Progress
 
 
@@ -70,7 +72,7 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     plan = _plan(script, args, settings)
     voices = load_voices(script.speakers, args.voice)
     # transformers loads only once the inputs are known good: a typo costs a second, not a model import.
-    from pipeline.engine import Engine, EngineConfig
+    from pipeline.engine import Engine
     from pipeline.generation import GenerationSettings
     from pipeline.model_loading import ModelLoadError, load_model
     from pipeline.podcast import render_podcast
@@ -82,9 +84,7 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     if loaded.is_tiny_random:
         print("note: tiny-random is an untrained toy model; the audio will be noise", file=sys.stderr)
     generation = GenerationSettings(cfg_scale=args.cfg_scale, diffusion_steps=args.diffusion_steps, seed=args.seed)
-    engine = Engine(
-        loaded, EngineConfig(slots=settings.engine_slots, max_context=settings.engine_max_context, policy="offline")
-    )
+    engine = Engine(loaded, _engine_config(loaded, plan, voices, settings))
     with _progress_bar(plan, disabled=args.quiet) as report:
         rendered = render_podcast(engine, plan, voices, generation, on_progress=report)
     audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
@@ -95,6 +95,16 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     print(f"transcript: {files.srt} and {files.vtt}")
     print(f"chapters: {files.chapters}")
     return EXIT_OK
+
+
+def _engine_config(loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray], settings: Settings) -> EngineConfig:
+    """One job alone: as many slots as it has segments (up to the setting), context for its longest one."""
+    from pipeline.engine import EngineConfig
+    from pipeline.generation import prompt_token_count
+
+    needed = max(prompt_token_count(loaded, s.text, voices) + s.max_frames for s in plan.segments)
+    slots = min(settings.engine_slots, len(plan.segments))
+    return EngineConfig(slots=slots, max_context=max(settings.engine_max_context, needed), policy="offline")
 
 
 def audio_format_for_output(path: Path) -> None:

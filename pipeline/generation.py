@@ -7,6 +7,7 @@ be alone (and what transformers' `generate()` gives for it: see `pipeline.refere
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -68,6 +69,16 @@ def prompt_inputs(loaded: LoadedModel, text: SegmentText, voices: Mapping[int, n
     samples = [np.asarray(voice, dtype=np.float32) for voice in voice_samples_in_prompt_order(text, voices)]
     batch = processor(text=[prompt], audio=samples, sampling_rate=SAMPLE_RATE, return_tensors="pt")
     return PromptInputs(batch["input_ids"], batch.get("input_values"), batch.get("padding_mask"))
+
+
+def prompt_token_count(loaded: LoadedModel, text: SegmentText, voices: Mapping[int, np.ndarray]) -> int:
+    """The prompt's length in tokens without preparing any audio: text tokens plus one per voice frame."""
+    processor = loaded.processor
+    prompt = build_prompt_text(text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token)
+    samples = voice_samples_in_prompt_order(text, voices)
+    hop = processor.feature_extractor.pad_to_multiple_of
+    text_tokens = len(processor.tokenizer(prompt)["input_ids"]) - len(samples)  # placeholders become voice frames
+    return text_tokens + sum(math.ceil(len(voice) / hop) for voice in samples)
 
 
 def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool = False) -> RequestHandle:

@@ -113,3 +113,13 @@ def test_render_turns_mode_places_pauses_and_turns_exactly(engine: Engine) -> No
     pause = rendered.audio[int(lengths[0] * 24_000) : int((lengths[0] + 0.5) * 24_000)]
     assert not pause.any()
     assert [turn.speaker_name for turn in rendered.turns] == ["Speaker 1", "Speaker 2", "Speaker 1"]
+
+
+def test_prompt_token_count_matches_the_prepared_prompt(tiny: LoadedModel) -> None:
+    from pipeline.generation import prompt_inputs, prompt_token_count
+
+    segment = request()
+    assert (
+        prompt_token_count(tiny, segment.text, segment.voices)
+        == prompt_inputs(tiny, segment.text, segment.voices).length
+    )
