@@ -42,6 +42,9 @@ class SegmentRequest:
     voices: Mapping[int, np.ndarray]
     max_frames: int
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    # Latents of the frames an interrupted run already made ([frames, latent_dim]): the engine replays
+    # them and generates only the rest; the result still holds every frame.
+    resume_latents: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool =
             cfg_scale=settings.cfg_scale,
             diffusion_steps=settings.diffusion_steps,
             streaming=streaming,
+            resume_latents=request.resume_latents,
         )
     )
 

@@ -7,6 +7,7 @@ them against the reference run alone.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +136,27 @@ def test_events_come_in_order(tiny: LoadedModel) -> None:
     engine.run_until_idle()
     kinds = [event.kind for event in handle.events(timeout=1)]
     assert kinds == [EventKind.STARTED, EventKind.FIRST_AUDIO, *[EventKind.AUDIO] * 3, EventKind.FINISHED]
+
+
+@pytest.mark.parametrize("stored_frames", [1, 5, 11])
+def test_a_resumed_request_carries_on_as_if_never_interrupted(tiny: LoadedModel, stored_frames: int) -> None:
+    """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
+    full = segment(0, 12, seed=21)
+    reference = reference_generate_segment(tiny, full)
+    resumed = dataclasses.replace(full, resume_latents=reference.latents[:stored_frames].clone())
+    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32))
+    (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
+    torch.testing.assert_close(result.latents[:stored_frames], reference.latents[:stored_frames])
+    assert_same(result, reference)
+
+
+def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel) -> None:
+    reference = reference_generate_segment(tiny, segment(2, 4, seed=5))
+    resumed = dataclasses.replace(segment(2, 4, seed=5), resume_latents=reference.latents)
+    engine = Engine(tiny, EngineConfig(slots=1, max_context=1024))
+    handle = submit_segment(engine, resumed)
+    engine.run_until_idle()
+    events = list(handle.events(timeout=1))
+    assert events[-1].kind is EventKind.FINISHED and events[-1].frames == 4
+    audio = np.concatenate([e.audio for e in events if e.kind is EventKind.AUDIO])
+    np.testing.assert_allclose(audio, reference.audio, atol=AUDIO_TOLERANCE)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from pipeline.engine.requests import (
@@ -174,9 +175,22 @@ class Engine:
                 continue
             generator = torch.Generator().manual_seed(request.seed)
             state = RequestState(request, handle, self.free_slots.pop(0), generator)
-            self.runner.admit(state)
+            replayed = self.runner.admit(state)
             self.active[request.request_id] = state
             handle.deliver(EngineEvent(request.request_id, EventKind.STARTED))
+            if replayed is not None:
+                self._deliver_replayed(state, replayed)
+
+    def _deliver_replayed(self, state: RequestState, audio: np.ndarray) -> None:
+        """Hand over the frames a resumed request already had, so its caller gets the whole segment."""
+        latents = state.request.resume_latents
+        state.first_audio_at = time.monotonic()
+        for frame, samples in enumerate(audio):
+            state.frames += 1
+            state.new_tokens += 1
+            self._record_frame(state, samples, latents[frame].float().cpu())
+        if state.new_tokens >= state.request.max_new_tokens:
+            self._finish(state, EventKind.FINISHED, "length")
 
     def _drop_cancelled(self) -> None:
         with self.lock:
@@ -189,7 +203,7 @@ class Engine:
         return RequestView(
             request_id=state.request.request_id,
             arrival=state.request.arrival,
-            prompt_remaining=state.request.prompt.length - state.prefilled,
+            prompt_remaining=state.prefill_length - state.prefilled,
             has_audio=state.frames > 0,
             streaming=state.request.streaming,
             buffered_seconds=state.buffered_seconds(time.monotonic()),
@@ -197,22 +211,22 @@ class Engine:
 
     def _record(self, outcome: RowOutcome, now: float) -> None:
         state = outcome.state
-        request_id = state.request.request_id
         state.new_tokens += 1
         if outcome.audio is not None:
             state.frames += 1
             if state.first_audio_at is None:
                 state.first_audio_at = now
-                state.handle.deliver(EngineEvent(request_id, EventKind.FIRST_AUDIO, frames=state.frames))
-            state.handle.deliver(
-                EngineEvent(
-                    request_id, EventKind.AUDIO, frames=state.frames, audio=outcome.audio, latent=outcome.latent
-                )
-            )
+            self._record_frame(state, outcome.audio, outcome.latent)
         if outcome.token in self.eos_token_ids:
             self._finish(state, EventKind.FINISHED, "eos")
         elif state.new_tokens >= state.request.max_new_tokens:
             self._finish(state, EventKind.FINISHED, "length")
+
+    def _record_frame(self, state: RequestState, audio: np.ndarray, latent: torch.Tensor) -> None:
+        request_id = state.request.request_id
+        if state.frames == 1:
+            state.handle.deliver(EngineEvent(request_id, EventKind.FIRST_AUDIO, frames=1))
+        state.handle.deliver(EngineEvent(request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent))
 
     def _finish(self, state: RequestState, kind: EventKind, reason: str) -> None:
         request_id = state.request.request_id

@@ -77,6 +77,9 @@ class GenerationRequest:
     cfg_scale: float = 1.3
     diffusion_steps: int = 10
     streaming: bool = False  # a listener plays it as it comes: schedule to keep ahead of real time
+    # Frames an earlier, interrupted run already produced (their latents, [frames, latent_dim]): the engine
+    # replays them instead of generating them again and carries on from the next frame.
+    resume_latents: torch.Tensor | None = None
     request_id: int = field(default_factory=lambda: next(_ids))
     arrival: float = field(default_factory=time.monotonic)
 
@@ -127,7 +130,9 @@ class RequestState:
     handle: RequestHandle
     slot: int
     generator: torch.Generator
-    prefilled: int = 0  # prompt tokens already through the LM
+    prefill_length: int = 0  # tokens to prefill: the prompt, plus replayed frames when resuming
+    prefilled: int = 0  # of those, already through the LM
+    resumed: bool = False
     new_tokens: int = 0
     frames: int = 0
     first_audio_at: float | None = None
@@ -135,7 +140,7 @@ class RequestState:
 
     @property
     def in_prefill(self) -> bool:
-        return self.prefilled < self.request.prompt.length
+        return self.prefilled < self.prefill_length
 
     @property
     def audio_seconds(self) -> float:

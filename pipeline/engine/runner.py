@@ -81,14 +81,53 @@ class ModelRunner:
         return self.positive.nbytes + self.negative.nbytes + buffers
 
     @torch.inference_mode()
-    def admit(self, state: RequestState) -> None:
-        """Give `state`'s slot a clean start and embed its prompt (voice latents drawn from its generator)."""
+    def admit(self, state: RequestState) -> np.ndarray | None:
+        """Give `state`'s slot a clean start and embed its prompt (voice latents drawn from its generator).
+
+        A request resuming from stored latents gets them replayed, and their audio is returned
+        ([frames, samples_per_frame]); otherwise None.
+        """
         slot = state.slot
         for cache in (self.positive, self.negative):
             cache.reset(slot)
         for streams in (self.acoustic, self.semantic):
             streams.reset(slot)
         self.prompt_embeds[slot] = self._embed_prompt(state.request.prompt, state.generator)
+        state.prefill_length = state.request.prompt.length
+        latents = state.request.resume_latents
+        if latents is None or len(latents) == 0:
+            return None
+        return self._replay(state, latents)
+
+    def _replay(self, state: RequestState, latents: torch.Tensor) -> np.ndarray:
+        """Bring a slot to where an uninterrupted run stood after these frames, without regenerating them.
+
+        After frame k, `generate()` has fed the positive branch the prompt and the embeddings of frames
+        1..k-1 (frame k's is its next input), fed the negative branch the speech start and frames 1..k-1,
+        streamed all k frames through the decoder and semantic encoder, and drawn k CFG noise pairs.
+        """
+        slot = state.slot
+        frames = len(latents)
+        for _ in range(frames):
+            torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)
+        latents = latents.to(self.device, self.dtype)
+        slot_index = torch.tensor([slot], device=self.device)
+        scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
+        audio = self.inner.audio_tower.decode(
+            scaled.unsqueeze(0), padding_cache=self.acoustic.rows(slot_index), use_cache=True
+        ).audio
+        semantic = self.inner.semantic_tokenizer_encoder(
+            audio, padding_cache=self.semantic.rows(slot_index), use_cache=True
+        ).latents
+        embeds = self.inner.multi_modal_projector(latents.unsqueeze(0)) + self.inner.semantic_connector(semantic)
+        embeds = embeds.to(self.dtype)  # [1, frames, hidden]
+        self.prompt_embeds[slot] = torch.cat([self.prompt_embeds[slot], embeds[:, :-1]], dim=1)
+        state.prefill_length += frames - 1
+        self.next_embeds[slot] = embeds[0, -1:]
+        bos = self.inner.get_input_embeddings()(torch.tensor([[self.audio_bos_token_id]], device=self.device))
+        self._forward(self.negative, [slot], torch.cat([bos, embeds[:, :-1]], dim=1))
+        state.resumed = True
+        return audio.float().reshape(frames, -1).cpu().numpy()
 
     def release(self, slot: int) -> None:
         self.prompt_embeds.pop(slot, None)
@@ -99,7 +138,7 @@ class ModelRunner:
         chosen: list[_ChosenRow] = []
         for state, tokens in prefill:
             hidden = self._prefill_chunk(state, tokens)
-            if not state.in_prefill:
+            if not state.in_prefill and not state.resumed:  # a resumed slot's next input is its last frame
                 chosen.append(_ChosenRow(state, hidden, None))
         if decode:
             slots = [state.slot for state in decode]
