@@ -18,7 +18,7 @@ from tqdm import tqdm
 from cli.errors import EXIT_OK, InputError
 from core.settings import Settings
 from pipeline.plan import Plan, plan_script
-from pipeline.script import Script, ScriptError, Speaker, parse_script
+from pipeline.script import Script, ScriptError, Speaker, find_speaker, parse_script
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
 from workers.assembly import (
     Episode,
@@ -169,12 +169,9 @@ def assign_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int
 
 
 def _speaker_index(speakers: Sequence[Speaker], key: str) -> int:
-    folded = " ".join(key.split()).casefold()
-    for index, speaker in enumerate(speakers):
-        if folded in (speaker.key.casefold(), speaker.name.casefold()):
-            return index
-    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
-        return int(folded) - 1
+    index = find_speaker(speakers, key)
+    if index is not None:
+        return index
     known = ", ".join(f"{speaker.key} ({speaker.name})" for speaker in speakers)
     raise InputError(f"--voice {key}=...: the script has no speaker {key!r}; its speakers are {known}")
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -544,3 +545,15 @@ def _line_numbers(source: str, offsets: list[int]) -> list[int]:
         counted = offset
         lines.append(line)
     return lines
+
+
+def find_speaker(speakers: Sequence[Speaker], key: str) -> int | None:
+    """The index of the speaker a user means by `key`: its key or name (any case, spaces normalised),
+    or its number in order of appearance (1-based); None when no speaker fits."""
+    folded = " ".join(key.split()).casefold()
+    for index, speaker in enumerate(speakers):
+        if folded in (speaker.key.casefold(), speaker.name.casefold()):
+            return index
+    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
+        return int(folded) - 1
+    return None

@@ -111,16 +111,7 @@ class ModelRunner:
         for _ in range(frames):
             torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)
         latents = latents.to(self.device, self.dtype)
-        slot_index = torch.tensor([slot], device=self.device)
-        scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
-        audio = self.inner.audio_tower.decode(
-            scaled.unsqueeze(0), padding_cache=self.acoustic.rows(slot_index), use_cache=True
-        ).audio
-        semantic = self.inner.semantic_tokenizer_encoder(
-            audio, padding_cache=self.semantic.rows(slot_index), use_cache=True
-        ).latents
-        embeds = self.inner.multi_modal_projector(latents.unsqueeze(0)) + self.inner.semantic_connector(semantic)
-        embeds = embeds.to(self.dtype)  # [1, frames, hidden]
+        audio, embeds = self._stream_frames(latents.unsqueeze(0), [slot])  # [1, frames, ...]
         self.prompt_embeds[slot] = torch.cat([self.prompt_embeds[slot], embeds[:, :-1]], dim=1)
         state.prefill_length += frames - 1
         self.next_embeds[slot] = embeds[0, -1:]
@@ -223,7 +214,6 @@ class ModelRunner:
 
     def _make_frames(self, rows: list[_ChosenRow]) -> tuple[np.ndarray, torch.Tensor]:
         slots = [row.state.slot for row in rows]
-        slot_index = torch.tensor(slots, device=self.device)
         negative = self._negative_conditions(rows)
         positive = torch.stack([row.hidden for row in rows])
         noise = torch.stack(
@@ -237,16 +227,26 @@ class ModelRunner:
             latents[group] = sample_with_guidance(
                 self.inner.diffusion_head, positive[group], negative[group], noise[group], guidance, steps
             )
+        audio, embeds = self._stream_frames(latents.unsqueeze(1), slots)
+        self.next_embeds[slots] = embeds
+        return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
+
+    def _stream_frames(self, latents: torch.Tensor, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents [slots, frames, latent] through each slot's streaming decoder and semantic encoder.
+
+        Returns the audio [slots, 1, frames * samples_per_frame] and the LM input embedding of every frame
+        [slots, frames, hidden]: acoustic connector of the latent plus semantic connector of its audio.
+        """
+        slot_index = torch.tensor(slots, device=self.device)
         scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
         audio = self.inner.audio_tower.decode(
-            scaled.unsqueeze(1), padding_cache=self.acoustic.rows(slot_index), use_cache=True
+            scaled, padding_cache=self.acoustic.rows(slot_index), use_cache=True
         ).audio
         semantic = self.inner.semantic_tokenizer_encoder(
             audio, padding_cache=self.semantic.rows(slot_index), use_cache=True
         ).latents
-        embeds = self.inner.multi_modal_projector(latents.unsqueeze(1)) + self.inner.semantic_connector(semantic)
-        self.next_embeds[slots] = embeds.to(self.dtype)
-        return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
+        embeds = self.inner.multi_modal_projector(latents) + self.inner.semantic_connector(semantic)
+        return audio, embeds.to(self.dtype)
 
     def _negative_conditions(self, rows: list[_ChosenRow]) -> torch.Tensor:
         """The CFG branch's hidden states for the rows making a frame, after one step of their own caches.
