@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from api.deps import ApiServices
 from api.errors import install_error_handlers
-from api.routes import admin, jobs, voices
+from api.routes import admin, admin_workers, jobs, regeneration, speech, voices
 from core.db import Database, database_url, upgrade_database
 from core.logging import configure_logging
 from core.settings import Settings
@@ -57,7 +57,8 @@ def create_app(settings: Settings) -> FastAPI:
         max_body_size=_MAX_VOICE_FILES * settings.max_upload_bytes + _REQUEST_OVERHEAD_BYTES,
     )
     install_error_handlers(app)
-    for router in (jobs.router, voices.router, admin.router):
+    routers = (jobs.router, regeneration.router, speech.router, voices.router, admin.router, admin_workers.router)
+    for router in routers:
         app.include_router(router)
 
     @app.get("/healthz", include_in_schema=False)

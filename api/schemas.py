@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 AudioFormat = Literal["wav", "flac", "mp3", "ogg", "opus"]
 JobMode = Literal["whole", "turns"]
 QueueName = Literal["interactive", "batch"]
 JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
+SpeechFormat = Literal["mp3", "opus", "flac", "wav", "pcm"]
+MAX_SEED = 2**31 - 1
+MAX_SPEECH_INPUT_CHARS = 4096  # OpenAI's limit; about five minutes of speech, one generation
 
 
 class _Body(BaseModel):
@@ -22,7 +25,7 @@ class GenerationParams(_Body):
 
     cfg_scale: float = Field(1.3, ge=1.0, le=10.0)
     diffusion_steps: int = Field(10, ge=1, le=100)
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
 
 
 class JobOptions(_Body):
@@ -77,6 +80,7 @@ class JobView(BaseModel):
     cancel_requested: bool
     error: str | None
     audio_seconds: float | None
+    revision: int = Field(description="0 as submitted; +1 per regenerated turn")
     outputs: JobOutputs | None
     created_at: datetime
     started_at: datetime | None
@@ -116,3 +120,101 @@ class QueueDepth(BaseModel):
 
 class QueueReport(BaseModel):
     queues: list[QueueDepth]
+
+
+class TurnRegeneration(_Body):
+    """A new take of one turn of a finished job: a seed (a fresh one when absent) and, optionally, new words."""
+
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="the first regenerated segment's seed")
+    text: str | None = Field(
+        None,
+        min_length=1,
+        max_length=20_000,
+        description="what the turn's speaker says instead: one line, no speaker or pause tags",
+    )
+
+
+class RegeneratedSegment(BaseModel):
+    index: int
+    seed: int
+
+
+class RegenerationView(BaseModel):
+    """The regeneration as queued: the job (queued again), its new revision, the turn and its segments."""
+
+    job: JobView
+    revision: int = Field(description="0 as submitted; +1 per regeneration")
+    turn: int
+    speaker: str
+    text: str = Field(description="the turn's text as it will be spoken and transcribed (normalised)")
+    segments: list[RegeneratedSegment] = Field(description="the segments generated again, with their new seeds")
+
+
+VoiceName = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class VoiceRef(_Body):
+    """OpenAI's custom-voice form of `voice`: `{"id": "<voice id>"}`."""
+
+    id: VoiceName
+
+
+class SpeechRequest(_Body):
+    """OpenAI's `POST /v1/audio/speech` body, plus voxcast's optional `settings`."""
+
+    model: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[\x21-\x7e]+$",
+        description="any model name, echoed in X-Voxcast-Model; the worker's model speaks",
+    )
+    input: str = Field(min_length=1, max_length=MAX_SPEECH_INPUT_CHARS)
+    voice: VoiceName | VoiceRef = Field(description="a voice id or the name of one of this key's voices, or {id}")
+    response_format: SpeechFormat = "mp3"
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+    instructions: str | None = Field(None, max_length=4096)
+    stream: bool = Field(False, description="stream the audio in chunks as it is read from the finished file")
+    stream_format: Literal["audio"] | None = None
+    settings: GenerationParams = Field(default_factory=GenerationParams)
+
+    @property
+    def voice_key(self) -> str:
+        """The voice id or name, whichever form `voice` came in."""
+        return self.voice if isinstance(self.voice, str) else self.voice.id
+
+    @field_validator("speed")
+    @classmethod
+    def _natural_speed(cls, speed: float) -> float:
+        if speed != 1.0:
+            raise ValueError(
+                "only 1.0 is supported: VibeVoice has no speaking-rate control, and voxcast does not time-stretch"
+            )
+        return speed
+
+    @field_validator("instructions")
+    @classmethod
+    def _no_instructions(cls, instructions: str | None) -> str | None:
+        if instructions and instructions.strip():
+            raise ValueError("not supported: VibeVoice takes its style from the voice prompt, not from instructions")
+        return instructions
+
+
+class WorkerView(BaseModel):
+    """A live worker process (seen within the last few heartbeats) and the jobs it is running."""
+
+    name: str = Field(description="<host>:<pid>")
+    hostname: str
+    pid: int
+    model: str
+    device: str = Field(description="the GPU's name, or cpu")
+    dtype: str
+    slots: int = Field(description="generation requests the engine batches side by side")
+    slots_in_use: int
+    waiting: int = Field(description="generation requests waiting for a free slot")
+    running_jobs: list[str]
+    started_at: datetime
+    seen_at: datetime
+
+
+class WorkerList(BaseModel):
+    workers: list[WorkerView]

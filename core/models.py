@@ -114,6 +114,8 @@ class Job(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
+    # 0 for the job as submitted; +1 for every regenerated turn. Its script is that of the newest revision.
+    revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
     enqueued_at: Mapped[datetime | None] = mapped_column(default=None)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -133,7 +135,8 @@ class JobSegment(Base):
     """One generation of a job's plan; `done` means its audio and latents are safely on disk.
 
     `turns` holds the timings of the segment's turns relative to the segment's start, so the episode can be
-    laid out again from stored segments without regenerating any.
+    laid out again from stored segments without regenerating any. A regenerated turn sets its segments back to
+    pending with a new seed and the job's new revision; every other segment stays as it was.
     """
 
     __tablename__ = "job_segments"
@@ -146,11 +149,14 @@ class JobSegment(Base):
     frames_planned: Mapped[int] = mapped_column(Integer)
     frames: Mapped[int] = mapped_column(Integer, default=0)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    seed: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)  # the job's seed + index, until a regeneration draws another
+    revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the job revision that made it
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)  # relative to the data folder
     latents_path: Mapped[str | None] = mapped_column(String(500), default=None)
     turns: Mapped[list[Any]] = mapped_column(JSON, default=list)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # Frames replayed from the latents an interrupted attempt stored (0: generated in one go).
+    resumed_from_frame: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 

@@ -73,6 +73,10 @@ class JobFolder:
     def segment_latents(self, index: int) -> Path:
         return self.root / "segments" / f"{index:04d}.latents.npy"
 
+    def segment_partial_latents(self, index: int) -> Path:
+        """The latents of a segment still being generated, rewritten every few frames (for resuming)."""
+        return self.root / "segments" / f"{index:04d}.partial.npy"
+
     @property
     def outputs(self) -> Path:
         return self.root / "outputs"

@@ -104,8 +104,10 @@ def generate_segments(
     engine: Engine,
     requests: Sequence[SegmentRequest],
     on_frame: Callable[[int, int], None] | None = None,
+    on_latent: Callable[[int, torch.Tensor], None] | None = None,
 ) -> list[SegmentAudio]:
-    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress.
+    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress
+    and `on_latent(index, latent)` hands over every frame's latent as it comes (to store it for resuming).
 
     Raises GenerationError if any segment fails or is cancelled (the others are cancelled too).
     """
@@ -118,6 +120,8 @@ def generate_segments(
         i = index_of[event.request_id]
         if event.kind is EventKind.AUDIO:
             collected[i].append(event)
+            if on_latent is not None:
+                on_latent(i, event.latent)
             if on_frame is not None:
                 on_frame(i, event.frames)
         elif event.kind in (EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED):
@@ -138,10 +142,16 @@ def generate_segments(
     return [_segment_audio(events, request) for events, request in zip(collected, requests, strict=True)]
 
 
-def generate_segment(engine: Engine, request: SegmentRequest, on_frame: FrameCallback | None = None) -> SegmentAudio:
-    """One segment through the engine; `on_frame(frames_so_far)` reports progress."""
+def generate_segment(
+    engine: Engine,
+    request: SegmentRequest,
+    on_frame: FrameCallback | None = None,
+    on_latent: Callable[[torch.Tensor], None] | None = None,
+) -> SegmentAudio:
+    """One segment through the engine; `on_frame(frames_so_far)` reports progress, `on_latent(latent)` each latent."""
     report = None if on_frame is None else (lambda _, frames: on_frame(frames))
-    return generate_segments(engine, [request], report)[0]
+    keep = None if on_latent is None else (lambda _, latent: on_latent(latent))
+    return generate_segments(engine, [request], report, keep)[0]
 
 
 def _segment_audio(events: list[EngineEvent], request: SegmentRequest) -> SegmentAudio:

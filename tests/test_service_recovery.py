@@ -99,11 +99,12 @@ def test_a_worker_killed_mid_job_resumes_without_regenerating_stored_segments(st
     job_id = submit(client, voice)
 
     deadline = time.monotonic() + 90
+    partial = stack.root / "data" / "jobs" / job_id / "segments" / "0001.partial.npy"
     while True:
         rows = segment_rows(stack, job_id)
-        if len(rows) == 4 and rows[0].state == "done" and rows[1].started_at is not None:
-            break
-        assert time.monotonic() < deadline, "the job never got past its first segment"
+        if len(rows) == 4 and rows[0].state == "done" and partial.is_file():
+            break  # the second segment is under way and has stored its first frames
+        assert time.monotonic() < deadline, "the job never got into its second segment"
         time.sleep(0.02)
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait()
@@ -125,6 +126,9 @@ def test_a_worker_killed_mid_job_resumes_without_regenerating_stored_segments(st
         assert stack.root.joinpath("data", row.audio_path).stat().st_mtime_ns == mtimes[row.index]
     resumed = len(stored)
     assert after[resumed].attempts == 2  # the segment cut short by the kill
+    # ... picked up from its stored frames, not from zero; its partial latents are gone once it is done
+    assert after[resumed].resumed_from_frame >= 8
+    assert not list((stack.root / "data" / "jobs" / job_id / "segments").glob("*.partial.npy"))
     with stack.database().session() as session:
         assert session.get_one(Job, job_id).attempts == 2
 

@@ -14,12 +14,14 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
 from core.db import Database
 from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent
+from core.job_scripts import read_script
 from core.models import JobState
 from core.settings import Settings
 from core.storage import SAMPLE_RATE, DataFolder, JobFolder, atomic_write, read_audio, write_audio
@@ -71,18 +73,30 @@ class WorkerServices:
         )
 
 
+def process_name() -> str:
+    """This worker process: "<host>:<pid>", as the admin's worker list shows it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def holder_name() -> str:
     """Who holds a job: host, process and thread, so two deliveries in one process are told apart too."""
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+    return f"{process_name()}:{threading.get_ident()}"
 
 
-def execute_job(services: WorkerServices, job_id: str) -> None:
-    """Run the job unless it is finished, cancelled or held by a live worker (then do nothing)."""
-    job = job_records.claim_job(services.database, job_id, holder_name(), services.settings.stale_after_seconds)
+def execute_job(services: WorkerServices, job_id: str, revision: int | None = None) -> None:
+    """Run the job unless it is finished, cancelled or held by a live worker (then do nothing).
+
+    With `revision` (a regenerated turn), only while the job is at that revision. Either way the run
+    generates exactly the segments not stored (a regeneration set its turn's back to pending) and assembles
+    the episode again from all of them.
+    """
+    job = job_records.claim_job(
+        services.database, job_id, holder_name(), services.settings.stale_after_seconds, revision=revision
+    )
     if job is None:
         logger.info("job not claimed: finished, cancelled or held elsewhere", extra={"job_id": job_id})
         return
-    logger.info("job claimed", extra={"job_id": job_id, "holder": job.holder})
+    logger.info("job claimed", extra={"job_id": job_id, "holder": job.holder, "revision": job.revision})
     services.events.publish(job.id, StateEvent(state=JobState.RUNNING))
     with _Heartbeat(services, job) as heartbeat:
         try:
@@ -117,7 +131,7 @@ def _finish(
 
 def _run(services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat) -> float:
     folder = services.data.job(job.id)
-    plan = plan_job(folder.script.read_text(encoding="utf-8"), job.mode, job.max_segment_seconds)
+    plan = plan_job(read_script(folder, job.revision), job.mode, job.max_segment_seconds)
     planned = [(segment.index, estimated_frames(segment)) for segment in plan.segments]
     records = job_records.prepare_segments(services.database, job, planned, plan.estimated_frames)
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
@@ -126,7 +140,7 @@ def _run(services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat) -> fl
     for segment, record in zip(plan.segments, records, strict=True):
         kept = _stored_segment(services.data, record)
         if kept is None:
-            kept = _generate(services, job, folder, plan, segment, voices, watcher)
+            kept = _generate(services, job, folder, plan, segment, record.seed, voices, watcher)
         else:
             logger.info("segment already stored; not regenerated", extra={"job_id": job.id, "segment": segment.index})
             watcher.skip(record.frames)
@@ -151,11 +165,17 @@ def _generate(
     folder: JobFolder,
     plan: Plan,
     segment: Segment,
+    seed: int,
     voices: dict[int, np.ndarray],
     watcher: _FrameWatcher,
 ) -> PlacedSegment:
     job_records.record_segment_started(services.database, job, segment.index)
     watcher.start_segment(segment.index)
+    partial = _PartialLatents(folder.segment_partial_latents(segment.index))
+    resume = partial.stored()
+    if resume is not None:
+        job_records.record_segment_resumed(services.database, job, segment.index, len(resume))
+        logger.info("segment resumed", extra={"job_id": job.id, "segment": segment.index, "frames": len(resume)})
     generated = generate_plan_segment(
         services.model(),
         plan,
@@ -163,8 +183,10 @@ def _generate(
         voices,
         cfg_scale=job.cfg_scale,
         diffusion_steps=job.diffusion_steps,
-        seed=job.seed,
+        seed=seed,
         on_frame=watcher,
+        on_latent=partial.add,
+        resume_latents=resume,
     )
     audio_path = write_audio(folder.segment_audio(segment.index), generated.audio, "FLOAT")
     latents_path = atomic_write(
@@ -175,6 +197,7 @@ def _generate(
         index=segment.index,
         done=True,
         frames=generated.frames,
+        seed=seed,
         audio_path=services.data.relative(audio_path),
         turns=turns,
     )
@@ -188,6 +211,7 @@ def _generate(
         frames_done,
         segments_done,
     )
+    partial.discard()
     services.events.publish(job.id, SegmentEvent(index=segment.index, seconds=round(generated.seconds, 3)))
     logger.info("segment stored", extra={"job_id": job.id, "segment": segment.index, "frames": generated.frames})
     return PlacedSegment(audio=generated.audio, turns=generated.turns)
@@ -200,6 +224,42 @@ def _write_outputs(
     episode = Episode(audio=normalize_loudness(audio), turns=turns, chapters=chapters_from_turns(turns))
     for audio_format in formats:
         write_episode(episode, folder.output(f"episode.{audio_format}"))
+
+
+class _PartialLatents:
+    """The latents of the segment being generated, rewritten atomically every `every` frames.
+
+    A worker killed mid-segment leaves them behind; the next attempt replays them (the engine rebuilds its
+    caches from them) and generates only the frames after, instead of the whole segment again. Stored
+    latents are only trusted when they came from the same segment, seed and revision: the file is discarded
+    when the segment is done, and a regenerated turn resets its segments before they run again.
+    """
+
+    every = 8  # ~1 s of audio
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.latents: list[np.ndarray] = []
+
+    def stored(self) -> np.ndarray | None:
+        if not self.path.is_file():
+            return None
+        try:
+            stored = np.load(self.path)
+        except (OSError, ValueError) as error:
+            logger.warning("unreadable partial latents ignored", extra={"path": str(self.path), "error": str(error)})
+            return None
+        self.latents = list(stored)
+        return stored if len(stored) else None
+
+    def add(self, latent: np.ndarray) -> None:
+        self.latents.append(latent)
+        if len(self.latents) % self.every == 0:
+            snapshot = np.stack(self.latents)
+            atomic_write(self.path, lambda handle: np.save(handle, snapshot))
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class _FrameWatcher:

@@ -29,6 +29,7 @@ class ClaimedJob:
     max_segment_seconds: float
     formats: tuple[str, ...]
     speakers: tuple[int, ...]  # speaker indices that have a voice in the job's inputs
+    revision: int  # which revision's script to generate (0: as submitted)
 
 
 @dataclass(frozen=True)
@@ -38,19 +39,25 @@ class SegmentRecord:
     index: int
     done: bool
     frames: int
+    seed: int  # the segment's own seed (the job's seed + index, unless a regeneration drew another)
     audio_path: str | None
     turns: tuple[tuple[int, str, str, float, float], ...]  # (turn index, speaker, text, start, end) in the segment
 
 
-def claim_job(database: Database, job_id: str, holder: str, stale_after: float) -> ClaimedJob | None:
+def claim_job(
+    database: Database, job_id: str, holder: str, stale_after: float, revision: int | None = None
+) -> ClaimedJob | None:
     """Take the job if it is queued, or running under a holder silent for `stale_after` seconds; else None.
 
-    A queued job whose cancel was requested is marked cancelled here instead.
+    With `revision`, only while the job is at that revision: a regeneration's message that a newer one
+    superseded finds nothing to do. A queued job whose cancel was requested is marked cancelled here instead.
     """
     now = utc_now()
     claimable = (Job.state == JobState.QUEUED) | (
         (Job.state == JobState.RUNNING) & (Job.heartbeat_at < now - timedelta(seconds=stale_after))
     )
+    if revision is not None:
+        claimable = claimable & (Job.revision == revision)
     with database.session() as session:
         session.execute(
             update(Job)
@@ -78,6 +85,7 @@ def claim_job(database: Database, job_id: str, holder: str, stale_after: float) 
             max_segment_seconds=float(generation["max_segment_seconds"]),
             formats=tuple(job.formats),
             speakers=tuple(int(speaker) for speaker in job.voices),
+            revision=job.revision,
         )
 
 
@@ -105,7 +113,14 @@ def prepare_segments(
         existing = {row.index: row for row in session.scalars(select(JobSegment).where(JobSegment.job_id == job.id))}
         for index, frames in planned:
             if index not in existing:
-                row = JobSegment(job_id=job.id, index=index, frames_planned=frames, seed=job.seed + index, turns=[])
+                row = JobSegment(
+                    job_id=job.id,
+                    index=index,
+                    frames_planned=frames,
+                    seed=job.seed + index,
+                    revision=job.revision,
+                    turns=[],
+                )
                 session.add(row)
                 existing[index] = row
         session.execute(
@@ -120,6 +135,7 @@ def _record(row: JobSegment) -> SegmentRecord:
         index=row.index,
         done=row.state == SegmentState.DONE,
         frames=row.frames,
+        seed=row.seed,
         audio_path=row.audio_path,
         turns=tuple(tuple(turn) for turn in row.turns),
     )
@@ -139,7 +155,17 @@ def record_segment_started(database: Database, job: ClaimedJob, index: int) -> N
         session.execute(
             update(JobSegment)
             .where(JobSegment.job_id == job.id, JobSegment.index == index)
-            .values(started_at=utc_now(), attempts=JobSegment.attempts + 1)
+            .values(started_at=utc_now(), attempts=JobSegment.attempts + 1, resumed_from_frame=0)
+        )
+
+
+def record_segment_resumed(database: Database, job: ClaimedJob, index: int, frames: int) -> None:
+    """Note that this attempt at a segment replays `frames` frames an earlier attempt stored."""
+    with database.session() as session:
+        session.execute(
+            update(JobSegment)
+            .where(JobSegment.job_id == job.id, JobSegment.index == index)
+            .values(resumed_from_frame=frames)
         )
 
 

@@ -8,6 +8,7 @@ engine batches them across jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import torch
 
 from pipeline.engine import Engine, EngineConfig
 from pipeline.generation import SAMPLE_RATE, GenerationSettings, generate_segment
@@ -69,6 +71,35 @@ def _start_once(source: str, device: str | None, dtype: str | None, slots: int, 
     return engine
 
 
+@dataclass(frozen=True)
+class EngineLoad:
+    """What a worker's engine runs on, and how full it is right now."""
+
+    model: str  # the source it was loaded from: hub id, folder or "tiny-random"
+    device: str  # the GPU's name (e.g. "NVIDIA H200"), or "cpu"
+    dtype: str
+    slots: int
+    slots_in_use: int
+    waiting: int  # requests queued for a free slot
+
+
+def engine_load(model: GenerationModel) -> EngineLoad:
+    """A snapshot of the engine's occupancy, safe to take from any thread while it steps."""
+    loaded = model.loaded
+    device = torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else loaded.device.type
+    with model.lock:  # `waiting` changes under the lock; `active` only in the stepping thread (len is atomic)
+        waiting = len(model.waiting)
+        in_use = len(model.active)
+    return EngineLoad(
+        model=loaded.source,
+        device=device,
+        dtype=str(loaded.dtype).removeprefix("torch."),
+        slots=model.config.slots,
+        slots_in_use=in_use,
+        waiting=waiting,
+    )
+
+
 def plan_job(script_text: str, mode: str, max_segment_seconds: float) -> Plan:
     """The job's plan; raises `ScriptError` (with the line) for a script the api should have refused."""
     return plan_script(parse_script(script_text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
@@ -89,14 +120,23 @@ def generate_plan_segment(
     diffusion_steps: int,
     seed: int,
     on_frame: FrameReport,
+    on_latent: Callable[[np.ndarray], None],
+    resume_latents: np.ndarray | None = None,
 ) -> GeneratedSegment:
-    """Generate one segment of `plan`, seeded as in a full render (`seed` + segment index).
+    """Generate one segment of `plan` with its own `seed` (the job's seed + index for a first render, as
+    `segment_request` seeds a full render; another for a regenerated turn).
 
     `on_frame(frames_so_far)` is called after every frame; an exception it raises stops the generation
-    (that is how a cancel lands within one engine step).
+    (that is how a cancel lands within one engine step). `on_latent(latent)` gets each frame's latent
+    [latent_dim] so the caller can store them; `resume_latents` [frames, latent_dim], stored by an
+    interrupted attempt, are replayed instead of generated again.
     """
-    settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed)
-    result = generate_segment(model, segment_request(segment, voices, settings), on_frame=on_frame)
+    # segment_request offsets the seed by the segment's index; the seed given here is already the segment's.
+    settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed - segment.index)
+    request = segment_request(segment, voices, settings)
+    if resume_latents is not None and len(resume_latents):
+        request = dataclasses.replace(request, resume_latents=torch.from_numpy(resume_latents))
+    result = generate_segment(model, request, on_frame=on_frame, on_latent=lambda latent: on_latent(latent.numpy()))
     check_not_empty(segment, result)
     return GeneratedSegment(
         audio=result.audio,

@@ -1,9 +1,11 @@
-"""The worker's Celery task and its process start-up: migrate, load the engine, start the sweeper.
+"""The worker's Celery tasks and its process life: migrate, load the engine, start the sweeper, announce itself.
 
 `run_job` is idempotent and keyed by job id (the task id is the job id): a delivery for a job that is
 finished, cancelled or held by a live worker does nothing, and a rerun generates only the segments not
-yet stored. Acknowledgement is late (see `workers.celery_app`), so a worker killed mid-job leaves the
-message for another delivery, and the sweeper re-enqueues it sooner.
+yet stored. `regenerate_job` is the same run keyed by job id and revision: it claims the job only at the
+revision its message names, then generates the segments a regenerated turn set back to pending.
+Acknowledgement is late (see `workers.celery_app`), so a worker killed mid-job leaves the message for another
+delivery, and the sweeper re-enqueues it sooner.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from core.settings import Settings
 from core.storage import DataFolder
 from workers.celery_app import RUN_JOB_TASK, app
 from workers.job_execution import WorkerServices, execute_job
+from workers.presence import Presence
+from workers.regeneration import REGENERATE_TASK
 from workers.sweeper import Sweeper
 
 logger = logging.getLogger(__name__)
@@ -39,9 +43,20 @@ def worker_services() -> WorkerServices:
     )
 
 
+@functools.cache
+def worker_presence() -> Presence:
+    """This process's announcement in the admin's worker list."""
+    return Presence(worker_services())
+
+
 @app.task(name=RUN_JOB_TASK)
 def run_job(job_id: str) -> None:
     execute_job(worker_services(), job_id)
+
+
+@app.task(name=REGENERATE_TASK)
+def regenerate_job(job_id: str, revision: int) -> None:
+    execute_job(worker_services(), job_id, revision=revision)
 
 
 @signals.setup_logging.connect
@@ -56,9 +71,15 @@ def _migrate(**_: Any) -> None:
 
 
 @signals.worker_ready.connect
-def _start_engine_and_sweeper(**_: Any) -> None:
+def _start_engine_sweeper_and_presence(**_: Any) -> None:
     services = worker_services()
     services.model()  # load before the first job arrives, so no job pays for it
     sweeper = Sweeper(services.settings, services.database, app, interval=services.settings.heartbeat_seconds)
     sweeper.start()
+    worker_presence().start()
     logger.info("worker ready", extra={"model": services.settings.worker_model or services.settings.model})
+
+
+@signals.worker_shutdown.connect
+def _withdraw(**_: Any) -> None:
+    worker_presence().stop()

@@ -27,7 +27,7 @@ from core.job_events import FRAMES_PER_SECOND
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
 from pipeline.plan import plan_script
-from pipeline.script import Script, ScriptError, Speaker, parse_script
+from pipeline.script import Script, ScriptError, Speaker, find_speaker, parse_script
 from tokenizer.voice_prompt import VoicePrompt
 from workers.celery_app import enqueue_job
 
@@ -131,7 +131,7 @@ def _assign_voices(
     uploaded: dict[int, str] = {}
     for key, voice_id in voice_ids.items():
         field = f"voices.{key}"
-        speaker = _speaker_index(speakers, key)
+        speaker = find_speaker(speakers, key)
         voice = session.get(Voice, voice_id)
         if speaker is None:
             problems.append(Problem(field, _unknown_speaker(key, speakers)))
@@ -143,7 +143,7 @@ def _assign_voices(
             stored[speaker] = voice
     for key in uploads:
         field = f"voices.{key}"
-        speaker = _speaker_index(speakers, key)
+        speaker = find_speaker(speakers, key)
         if speaker is None:
             problems.append(Problem(field, _unknown_speaker(key, speakers)))
         elif speaker in stored or speaker in uploaded:
@@ -158,17 +158,6 @@ def _assign_voices(
     if problems:
         raise InvalidInput(problems)
     return stored, uploaded
-
-
-def _speaker_index(speakers: Sequence[Speaker], key: str) -> int | None:
-    """A speaker by key or name (any case), or by number 1..n."""
-    folded = " ".join(key.split()).casefold()
-    for index, speaker in enumerate(speakers):
-        if folded in (speaker.key.casefold(), speaker.name.casefold()):
-            return index
-    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
-        return int(folded) - 1
-    return None
 
 
 def _unknown_speaker(key: str, speakers: Sequence[Speaker]) -> str:
@@ -307,6 +296,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         cancel_requested=job.cancel_requested,
         error=job.error,
         audio_seconds=job.audio_seconds,
+        revision=job.revision,
         outputs=outputs,
         created_at=job.created_at,
         started_at=job.started_at,

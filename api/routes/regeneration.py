@@ -1,0 +1,32 @@
+"""Regenerating one turn of a finished job. The logic is in `api.services.regeneration`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Response
+
+from api.deps import CurrentKey, ServicesDep
+from api.schemas import RegenerationView, TurnRegeneration
+from api.services.regeneration import regenerate_turn
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post(
+    "/{job_id}/turns/{turn}/regenerate",
+    status_code=202,
+    response_model=RegenerationView,
+    summary="Generate one turn of a done job again (new seed, optionally new text); the episode is rebuilt",
+)
+def regenerate(
+    job_id: str,
+    turn: Annotated[int, Path(ge=0, description="0-based, as `index` in chapters.json's turns")],
+    response: Response,
+    caller: CurrentKey,
+    services: ServicesDep,
+    change: Annotated[TurnRegeneration | None, Body()] = None,
+) -> RegenerationView:
+    regeneration = regenerate_turn(services, caller, job_id, turn, change or TurnRegeneration())
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return regeneration

@@ -1,0 +1,178 @@
+"""Regenerating one turn of a finished job: a new seed, new words, or both, and the episode assembled again.
+
+Everything is checked before anything changes: the job is the caller's (else 404) and done (else 409), the
+turn exists (404), new text is one turn's words (422 naming `text`) and leaves the plan's segments as they
+were, so every other stored segment still fits. Then, in one transaction: the job goes back to queued at
+the next revision (a conditional update, so two requests cannot both win), the segments holding the turn go
+back to pending with new seeds, and the revision's script is written. Only after the commit is the task
+sent; a send that fails still answers 202, and the sweeper sends the job later.
+
+In `whole` mode a segment may hold several turns; the whole segment is generated again, with the edited
+text. In `turns` mode exactly the turn's segments are (more than one when a long turn was cut).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import cast
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from api.deps import ApiServices, Caller
+from api.errors import Conflict, InvalidInput, NotFound, Problem
+from api.schemas import MAX_SEED, RegeneratedSegment, RegenerationView, TurnRegeneration
+from api.services.jobs import job_view, owned_job
+from core.job_scripts import read_script, write_script
+from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from pipeline.drafting.replies import script_to_text
+from pipeline.plan import Mode, Plan, plan_script
+from pipeline.script import Script, ScriptError, Turn, parse_script
+from workers.celery_app import QueueKind
+from workers.regeneration import enqueue_regeneration
+
+logger = logging.getLogger(__name__)
+
+
+def regenerate_turn(
+    services: ApiServices, caller: Caller, job_id: str, turn: int, change: TurnRegeneration
+) -> RegenerationView:
+    with services.database.session() as session:
+        job = owned_job(session, caller, job_id)
+        if job.job_state is not JobState.DONE:
+            raise Conflict(f"job {job_id} is {job.state}; a turn can be regenerated once the job is done")
+        folder = services.data.job(job_id)
+        current_text = script_text = read_script(folder, job.revision)
+        script = parse_script(script_text)
+        if turn >= len(script.turns):
+            raise NotFound(f"job {job_id} has no turn {turn}; its turns are numbered 0 to {len(script.turns) - 1}")
+        if change.text is not None:
+            script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
+            script = parse_script(script_text)
+        segments = _segments_holding(job, current_text, script_text, turn)
+        first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
+        seeds = {index: (first_seed + offset) % (MAX_SEED + 1) for offset, index in enumerate(segments)}
+        revision = job.revision + 1
+        _start_revision(session, job, revision, seeds)
+        write_script(folder, revision, script_text)
+        view = job_view(session, job)
+        queue, priority = cast(QueueKind, job.queue), job.priority
+    logger.info("turn regeneration queued", extra={"job_id": job_id, "turn": turn, "revision": revision})
+    try:
+        enqueue_regeneration(services.celery, services.settings.redis_namespace, job_id, revision, queue, priority)
+    except Exception as error:  # the broker is down: the job stays queued in the database for the sweeper
+        logger.warning("could not enqueue; the sweeper will", extra={"job_id": job_id, "error": str(error)})
+    edited = script.turns[turn]
+    return RegenerationView(
+        job=view,
+        revision=revision,
+        turn=turn,
+        speaker=script.speakers[edited.speaker].name,
+        text=edited.text,
+        segments=[RegeneratedSegment(index=index, seed=seed) for index, seed in seeds.items()],
+    )
+
+
+def _text_problem(message: str) -> InvalidInput:
+    return InvalidInput([Problem("text", message)])
+
+
+def _one_turn_text(text: str) -> str:
+    """`text` cleaned as the parser cleans a turn (quotes, spaces); 422 unless it is exactly one turn's words."""
+    if "\n" in text or "\r" in text:
+        raise _text_problem("a turn is one line of text; remove the line breaks")
+    if not text.strip():
+        raise _text_problem("the text is empty; write what the speaker says")
+    if _starts_with_speaker_tag(text):
+        raise _text_problem(
+            "the text starts with a speaker tag ('Name:' or '[Name]'); write only what the turn's speaker says"
+        )
+    try:
+        parsed = parse_script(f"Speaker 1: {text}")
+    except ScriptError as error:
+        raise _text_problem(error.message) from error
+    if len(parsed.items) != 1:
+        raise _text_problem("a pause tag would split the turn in two; a regenerated turn keeps the script's pauses")
+    return parsed.turns[0].text
+
+
+def _starts_with_speaker_tag(text: str) -> bool:
+    # The parser is the one judge of what a tag is: on its own, plain text is refused for having no tag.
+    try:
+        parse_script(text)
+    except ScriptError:
+        return False
+    return True
+
+
+def _with_turn_text(script: Script, turn: int, text: str) -> Script:
+    """The script with the `turn`-th turn (0-based, pauses not counted) saying `text`."""
+    items = list(script.items)
+    positions = [position for position, item in enumerate(items) if isinstance(item, Turn)]
+    old = items[positions[turn]]
+    assert isinstance(old, Turn)
+    items[positions[turn]] = Turn(speaker=old.speaker, text=text, line=old.line)
+    return Script(speakers=script.speakers, items=tuple(items))
+
+
+def _segments_holding(job: Job, current_text: str, new_text: str, turn: int) -> list[int]:
+    """Indices of the segments that hold `turn` in the job's plan of `new_text`.
+
+    422 when the new text changes how the script divides into segments (a `turns`-mode turn grown past the
+    length at which it is cut, or an episode over the length limit): the stored segments would no longer
+    line up with the plan.
+    """
+    mode = cast(Mode, job.mode)
+    max_segment_seconds = float(job.generation["max_segment_seconds"])
+    before = plan_script(parse_script(current_text), mode, max_segment_seconds=max_segment_seconds)
+    try:
+        after = plan_script(parse_script(new_text), mode, max_segment_seconds=max_segment_seconds)
+    except ScriptError as error:
+        raise _text_problem(error.message) from error
+    if _layout(after) != _layout(before):
+        raise _text_problem(
+            f"the new text would be generated in {_pieces(after, turn)} pieces instead of {_pieces(before, turn)} "
+            f"(a turn is cut at sentence ends every {max_segment_seconds:g} s of speech), so the other segments "
+            "would no longer line up; shorten it"
+        )
+    return [segment.index for segment in after.segments if any(piece.index == turn for piece in segment.turns)]
+
+
+def _layout(plan: Plan) -> list[tuple[int, ...]]:
+    """Which turns each segment holds, in order: what stored segments must agree on to be reused."""
+    return [tuple(piece.index for piece in segment.turns) for segment in plan.segments]
+
+
+def _pieces(plan: Plan, turn: int) -> int:
+    return sum(turn in turns for turns in _layout(plan))
+
+
+def _start_revision(session: Session, job: Job, revision: int, seeds: dict[int, int]) -> None:
+    """Queue the job again at `revision` with the given segments pending under new seeds; 409 if it moved on."""
+    now = utc_now()
+    moved = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.state == JobState.DONE, Job.revision == revision - 1)
+        .values(
+            state=JobState.QUEUED,
+            revision=revision,
+            frames_done=0,
+            segments_done=0,
+            audio_seconds=None,
+            error=None,
+            cancel_requested=False,
+            started_at=None,
+            finished_at=None,
+            enqueued_at=now,
+        )
+    )
+    if moved.rowcount != 1:
+        raise Conflict(f"job {job.id} changed while the request was read (another regeneration?); try again")
+    for index, seed in seeds.items():
+        session.execute(
+            update(JobSegment)
+            .where(JobSegment.job_id == job.id, JobSegment.index == index)
+            .values(state=SegmentState.PENDING, seed=seed, revision=revision, started_at=None, finished_at=None)
+        )
+    session.refresh(job)

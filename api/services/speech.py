@@ -1,0 +1,202 @@
+"""OpenAI-compatible speech (`POST /v1/audio/speech`): one text and one voice in, the audio bytes back.
+
+A request becomes a one-turn job (`whole` mode, the interactive queue, priority 9), so it shares the
+workers, the engine's batch, the per-key job limit and the job records with everything else, and shows up
+in `GET /v1/jobs`. The response waits for the job: its end is heard on the job's Redis channel, and read
+from the database every second as well (the only source when Redis does not answer). A client that hangs
+up while it waits cancels the job, so nobody's GPU time goes to audio nobody will hear.
+
+What OpenAI's body means here: `model` is any model name (echoed in `X-Voxcast-Model`; the worker's model
+speaks); `voice` is a voice id or the name of one of the key's voices (the newest of that name, any case);
+`speed` must be 1.0; `pcm` is the WAV's raw samples (24 kHz mono, 16-bit little-endian). With `stream`, the
+finished file is sent in chunks as it is read (chunked transfer) rather than in one body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import redis
+import soundfile as sf
+from redis.asyncio.client import PubSub
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ApiServices, Caller
+from api.errors import ApiError, Conflict, InvalidInput, Problem
+from api.schemas import JobOptions, JobView, SpeechFormat, SpeechRequest
+from api.services.event_stream import POLL_SECONDS, read_job_view
+from api.services.jobs import JobSubmission, cancel_job, submit_job
+from core.job_events import JOB_EVENT, StateEvent, job_channel
+from core.models import FINAL_STATES, JobState, Voice
+
+logger = logging.getLogger(__name__)
+
+SPEECH_PRIORITY = 9  # someone is waiting on the line
+MEDIA_TYPES: dict[str, str] = {
+    "mp3": "audio/mpeg",
+    "opus": "audio/ogg; codecs=opus",
+    "flac": "audio/flac",
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+}
+_JOB_FORMAT = {"mp3": "mp3", "opus": "opus", "flac": "flac", "wav": "wav", "pcm": "wav"}  # pcm: the WAV's samples
+_CHUNK_BYTES = 64 * 1024
+_PCM_BLOCK_SAMPLES = 32 * 1024
+_VOICE_NAMES_SHOWN = 10
+
+
+class GenerationFailed(ApiError):
+    """The worker could not generate the speech (the model, not the request, failed)."""
+
+    status_code = 502
+
+
+class ClientGone(ApiError):
+    """The client hung up before its speech was ready (nginx's 499; nobody receives it)."""
+
+    status_code = 499
+
+
+@dataclass(frozen=True)
+class SpeechAudio:
+    """A finished speech job's audio, in the format the request asked for."""
+
+    job_id: str
+    path: Path
+    response_format: SpeechFormat
+
+    @property
+    def media_type(self) -> str:
+        return MEDIA_TYPES[self.response_format]
+
+    def chunks(self) -> Iterator[bytes]:
+        """The audio in pieces of at most 64 KiB (pcm: the 16-bit samples without the WAV header)."""
+        if self.response_format == "pcm":
+            for block in sf.blocks(self.path, blocksize=_PCM_BLOCK_SAMPLES, dtype="int16"):
+                yield block.astype("<i2").tobytes()
+            return
+        with self.path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK_BYTES):
+                yield chunk
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks())
+
+
+async def synthesize(
+    services: ApiServices, caller: Caller, body: SpeechRequest, disconnected: Callable[[], Awaitable[bool]]
+) -> SpeechAudio:
+    """Queue the speech as a one-turn job, wait for it, and return its audio; errors name the request field."""
+    view = await run_in_threadpool(_submit, services, caller, body)
+    logger.info("speech queued", extra={"job_id": view.id, "model": body.model, "format": body.response_format})
+    final = await _wait_until_final(services, caller, view.id, disconnected)
+    if final.state == JobState.FAILED:
+        raise GenerationFailed(f"speech job {final.id} failed: {final.error}")
+    if final.state == JobState.CANCELLED:
+        raise Conflict(f"speech job {final.id} was cancelled before it finished")
+    path = services.data.job(final.id).output(f"episode.{_JOB_FORMAT[body.response_format]}")
+    return SpeechAudio(job_id=final.id, path=path, response_format=body.response_format)
+
+
+def _submit(services: ApiServices, caller: Caller, body: SpeechRequest) -> JobView:
+    with services.database.session() as session:
+        voice_id = _voice_for(session, caller, body.voice_key).id
+    options = JobOptions(
+        voices={"1": voice_id},
+        mode="whole",
+        formats=[_JOB_FORMAT[body.response_format]],  # type: ignore[list-item]
+        settings=body.settings,
+        queue="interactive",
+        priority=SPEECH_PRIORITY,
+        title=f"speech ({body.model})",
+    )
+    # JSON keeps the input one turn whatever it holds (line breaks, colons); pause tags still split it.
+    script = json.dumps({"turns": [{"speaker": 1, "text": body.input}]})
+    try:
+        return submit_job(services, caller, JobSubmission(script=script, options=options, uploads={}))
+    except InvalidInput as error:  # the script is the request's `input`: say so, without JSON line numbers
+        problems = [Problem("input", problem.message, kind=problem.kind) for problem in error.problems]
+        raise InvalidInput(problems) from error
+
+
+def _voice_for(session: Session, caller: Caller, voice: str) -> Voice:
+    """The voice with this id, else the key's newest voice with this name (any case); 422 naming `voice`."""
+    found = session.get(Voice, voice)
+    if found is not None and (caller.is_admin or found.owner_id == caller.key_id):
+        return found
+    own = select(Voice).where(Voice.owner_id == caller.key_id)
+    named = session.scalars(
+        own.where(func.lower(Voice.name) == voice.lower()).order_by(Voice.created_at.desc()).limit(1)
+    ).first()
+    if named is not None:
+        return named
+    names = list(session.scalars(own.with_only_columns(Voice.name).order_by(Voice.name).limit(_VOICE_NAMES_SHOWN)))
+    known = f"this key's voices include {', '.join(names)}" if names else "this key has no voices yet"
+    raise InvalidInput(
+        [Problem("voice", f"no voice {voice!r}: give a voice id or name; {known} (upload one with POST /v1/voices)")]
+    )
+
+
+async def _wait_until_final(
+    services: ApiServices, caller: Caller, job_id: str, disconnected: Callable[[], Awaitable[bool]]
+) -> JobView:
+    """The job once it is done, failed or cancelled; cancels it and raises ClientGone if the client hangs up."""
+    pubsub = services.redis.pubsub()
+    listening = await _subscribe(pubsub, job_channel(services.settings.redis_namespace, job_id))
+    try:
+        while True:
+            view = await run_in_threadpool(read_job_view, services, caller, job_id)
+            if JobState(view.state) in FINAL_STATES:
+                return view
+            if await disconnected():
+                await run_in_threadpool(_cancel, services, caller, job_id)
+                raise ClientGone(f"the client left before speech job {job_id} finished; it was cancelled")
+            listening = await _next_state_change(pubsub, listening)
+    finally:
+        try:
+            await pubsub.aclose()
+        except (redis.RedisError, OSError):
+            pass
+
+
+async def _subscribe(pubsub: PubSub, channel: str) -> bool:
+    """Whether the subscription took; without Redis the wait lives on database reads alone."""
+    try:
+        await pubsub.subscribe(channel)
+    except (redis.RedisError, OSError) as error:
+        logger.warning("no Redis for job events; reading the database", extra={"error": str(error)})
+        return False
+    return True
+
+
+async def _next_state_change(pubsub: PubSub, listening: bool) -> bool:
+    """Return at the job's next state event or after POLL_SECONDS; False once Redis has failed."""
+    deadline = time.monotonic() + POLL_SECONDS
+    while listening and (left := deadline - time.monotonic()) > 0:
+        try:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
+        except (redis.RedisError, OSError) as error:
+            logger.warning("lost Redis for job events; reading the database", extra={"error": str(error)})
+            listening = False
+            break
+        if message is not None and isinstance(JOB_EVENT.validate_json(message["data"]), StateEvent):
+            return True
+    if not listening:
+        await anyio.sleep(max(0.0, deadline - time.monotonic()))
+    return listening
+
+
+def _cancel(services: ApiServices, caller: Caller, job_id: str) -> None:
+    with services.database.session() as session:
+        try:
+            cancel_job(session, caller, job_id)
+        except Conflict:  # it finished in the meantime: nothing to stop
+            pass

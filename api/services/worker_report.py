@@ -1,0 +1,51 @@
+"""Admin view of the workers: the statuses they announce in Redis (`core.worker_presence`), with their jobs.
+
+The statuses expire by themselves, so the list holds only workers seen within the last few heartbeats; the
+jobs each one runs come from the database, where a running job names the process that holds it.
+"""
+
+from __future__ import annotations
+
+import redis
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ApiServices
+from api.errors import ApiError
+from api.schemas import WorkerList, WorkerView
+from core.models import Job, JobState
+from core.worker_presence import WorkerStatus, worker_key_pattern
+
+
+class RedisUnavailable(ApiError):
+    status_code = 503
+
+
+async def worker_list(services: ApiServices) -> WorkerList:
+    statuses = await _announced(services)
+    running = await run_in_threadpool(_running_jobs, services)
+    workers = [
+        WorkerView(
+            **status.model_dump(),
+            running_jobs=sorted(job_id for job_id, holder in running if holder.startswith(f"{status.name}:")),
+        )
+        for status in sorted(statuses, key=lambda status: status.name)
+    ]
+    return WorkerList(workers=workers)
+
+
+async def _announced(services: ApiServices) -> list[WorkerStatus]:
+    pattern = worker_key_pattern(services.settings.redis_namespace)
+    try:
+        keys = [key async for key in services.redis.scan_iter(match=pattern)]
+        values = await services.redis.mget(keys) if keys else []
+    except (redis.RedisError, OSError) as error:
+        raise RedisUnavailable(f"workers announce themselves in Redis, which does not answer: {error}") from error
+    return [WorkerStatus.model_validate_json(value) for value in values if value is not None]  # None: just expired
+
+
+def _running_jobs(services: ApiServices) -> list[tuple[str, str]]:
+    """(job id, holder) of every running job."""
+    with services.database.session() as session:
+        rows = session.execute(select(Job.id, Job.worker).where(Job.state == JobState.RUNNING, Job.worker.is_not(None)))
+        return [(job_id, holder) for job_id, holder in rows]

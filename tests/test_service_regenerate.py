@@ -1,0 +1,245 @@
+"""Regenerating one turn of a finished job, through the real stack: a uvicorn api, a Celery worker process,
+Redis, SQLite and the tiny checkpoint. Only the turn's segments are generated again; the episode, its
+transcript and chapters are rebuilt from the stored segments."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import soundfile as sf
+from sqlalchemy import select
+
+from core.models import Job, JobSegment
+
+FAST = {"diffusion_steps": 2, "seed": 3}
+# turns mode: three segments (one per turn) and a 1 s pause between the second and the third.
+TURNS_SCRIPT = "Alice: Welcome to the show.\nBob: Thanks, Alice.\n[pause: 1s]\nAlice: Let's go.\n"
+# whole mode: segment 0 holds turns 0 and 1; the pause closes it; segment 1 holds turn 2.
+WHOLE_SCRIPT = "Alice: Hello and welcome.\nBob: Good to be here.\n[pause: 0.5s]\nAlice: Now, the news.\n"
+LONG_SCRIPT = "".join(
+    f"{'Alice' if turn % 2 == 0 else 'Bob'}: This is turn number {turn}, and it goes on for a little while.\n"
+    for turn in range(8)
+)
+
+
+@pytest.fixture(scope="module")
+def stack(make_service_stack):  # type: ignore[no-untyped-def]
+    stack = make_service_stack()
+    stack.start_api()
+    stack.start_worker()
+    return stack
+
+
+@pytest.fixture(scope="module")
+def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
+    return stack.client(stack.mint_key("alice"))
+
+
+@pytest.fixture(scope="module")
+def voice(alice: httpx.Client, voice_wav: Path) -> str:
+    with voice_wav.open("rb") as handle:
+        response = alice.post("/v1/voices", data={"name": "host"}, files={"file": ("voice.wav", handle, "audio/wav")})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def finished_job(client: httpx.Client, script: str, voice: str, **options: object) -> dict:
+    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "settings": FAST, **options}
+    response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job = wait_for(client, response.json()["id"], {"done", "failed"})
+    assert job["state"] == "done", job["error"]
+    return job
+
+
+def wait_for(client: httpx.Client, job_id: str, states: set[str], timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} never reached {states}; last: {job}")
+
+
+def events_until_final(client: httpx.Client, job_id: str) -> list[tuple[str, dict]]:
+    events = []
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", timeout=120) as response:
+        assert response.status_code == 200
+        name = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+    return events
+
+
+def segment_files(stack, job_id: str) -> dict[int, tuple[bytes, int]]:  # type: ignore[no-untyped-def]
+    """Each stored segment's audio bytes and modification time (ns), by index."""
+    folder = stack.root / "data" / "jobs" / job_id / "segments"
+    return {int(path.name[:4]): (path.read_bytes(), path.stat().st_mtime_ns) for path in folder.glob("[0-9]*.wav")}
+
+
+def segment_rows(stack, job_id: str) -> dict[int, tuple[int, int, str]]:  # type: ignore[no-untyped-def]
+    """index -> (seed, revision, state) as the database records them."""
+    with stack.database().session() as session:
+        rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id))
+        return {row.index: (row.seed, row.revision, row.state) for row in rows}
+
+
+def regenerate(client: httpx.Client, job_id: str, turn: int, **body: object) -> httpx.Response:
+    return client.post(f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=body)
+
+
+def samples_of(client: httpx.Client, url: str) -> int:
+    info = sf.info(io.BytesIO(client.get(url).content))
+    assert info.samplerate == 24_000
+    return info.frames
+
+
+def test_a_new_seed_regenerates_only_that_turns_segment(stack, alice: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]
+    job = finished_job(alice, TURNS_SCRIPT, voice, mode="turns", formats=["wav", "mp3"])
+    job_id = job["id"]
+    before = segment_files(stack, job_id)
+    outputs = stack.root / "data" / "jobs" / job_id / "outputs"
+    mp3_before = (outputs / "episode.mp3").stat().st_mtime_ns
+    assert sorted(before) == [0, 1, 2]
+
+    response = regenerate(alice, job_id, 1, seed=1234)
+    assert response.status_code == 202, response.text
+    assert response.headers["location"] == f"/v1/jobs/{job_id}"
+    queued = response.json()
+    assert queued["revision"] == 1 and queued["turn"] == 1 and queued["speaker"] == "Bob"
+    assert queued["segments"] == [{"index": 1, "seed": 1234}]
+    assert queued["job"]["state"] in ("queued", "running") and queued["job"]["outputs"] is None
+
+    events = events_until_final(alice, job_id)
+    assert events[-1][0] == "state" and events[-1][1]["state"] == "done", events[-1]
+    assert [data["index"] for name, data in events if name == "segment"] == [1]
+    assert any(name == "progress" for name, _ in events)
+
+    after = segment_files(stack, job_id)
+    assert after[0] == before[0] and after[2] == before[2]  # same bytes, never rewritten
+    assert after[1][0] != before[1][0]
+    assert segment_rows(stack, job_id) == {0: (3, 0, "done"), 1: (1234, 1, "done"), 2: (5, 0, "done")}
+    with stack.database().session() as session:
+        assert session.get_one(Job, job_id).revision == 1
+    assert (outputs / "episode.mp3").stat().st_mtime_ns != mp3_before  # every requested format is rebuilt
+
+    done = alice.get(f"/v1/jobs/{job_id}").json()
+    segment_samples = sum(sf.info(io.BytesIO(data)).frames for data, _ in after.values())
+    episode_samples = samples_of(alice, done["outputs"]["audio"]["wav"])
+    assert episode_samples == segment_samples + 24_000  # the segments plus the 1 s pause, nothing else
+    assert done["audio_seconds"] == pytest.approx(episode_samples / 24_000, abs=1e-3)
+    chapters = alice.get(done["outputs"]["chapters"]).json()
+    assert [turn["text"] for turn in chapters["turns"]] == ["Welcome to the show.", "Thanks, Alice.", "Let's go."]
+    bob = chapters["turns"][1]
+    assert bob["end"] - bob["start"] == pytest.approx(sf.info(io.BytesIO(after[1][0])).duration, abs=1e-3)
+
+    drawn = regenerate(alice, job_id, 0).json()  # no seed given: a fresh one is drawn and recorded
+    wait_for(alice, job_id, {"done"})
+    (segment,) = drawn["segments"]
+    assert drawn["revision"] == 2 and segment["index"] == 0
+    assert segment_rows(stack, job_id)[0] == (segment["seed"], 2, "done")
+
+
+def test_edited_text_regenerates_the_whole_segment_and_sticks(stack, alice: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]
+    job = finished_job(alice, WHOLE_SCRIPT, voice, mode="whole", formats=["wav"])
+    job_id = job["id"]
+    before = segment_files(stack, job_id)
+
+    edited = regenerate(alice, job_id, 1, text="  I brought \u201cfresh\u201d   coffee. ", seed=77)
+    assert edited.status_code == 202, edited.text
+    assert edited.json()["text"] == 'I brought "fresh" coffee.'  # normalised as the parser does
+    assert edited.json()["segments"] == [{"index": 0, "seed": 77}]  # the segment holding turns 0 and 1
+    wait_for(alice, job_id, {"done"})
+
+    after = segment_files(stack, job_id)
+    assert after[1] == before[1] and after[0][0] != before[0][0]
+    srt = alice.get(f"/v1/jobs/{job_id}/transcript.srt").text
+    assert 'Bob: I brought "fresh" coffee.' in srt and "Good to be here" not in srt
+    folder = stack.root / "data" / "jobs" / job_id / "inputs"
+    assert (folder / "script.txt").read_text() == WHOLE_SCRIPT  # the submitted script is kept
+    assert 'Bob: I brought "fresh" coffee.' in (folder / "script.r1.txt").read_text()
+
+    later = regenerate(alice, job_id, 2, seed=5)  # a later regeneration starts from the edited script
+    assert later.status_code == 202 and later.json()["segments"] == [{"index": 1, "seed": 5}]
+    wait_for(alice, job_id, {"done"})
+    chapters = alice.get(f"/v1/jobs/{job_id}/chapters.json").json()
+    assert [turn["text"] for turn in chapters["turns"]] == [
+        "Hello and welcome.",
+        'I brought "fresh" coffee.',
+        "Now, the news.",
+    ]
+    assert segment_files(stack, job_id)[0] == after[0]
+
+
+def test_bad_regenerations_are_refused_with_the_reason(stack, alice: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]
+    job_id = finished_job(alice, TURNS_SCRIPT, voice, mode="turns", formats=["wav"])["id"]
+    for text, expected in [
+        ("Two\nlines.", "line breaks"),
+        ("Carol: hello.", "speaker tag"),
+        ("Wait [pause: 1s] for it.", "pause tag"),
+        ("Wait [pause: 99s] for it.", "at most 30 s"),
+        ("   ", "empty"),
+    ]:
+        response = regenerate(alice, job_id, 0, text=text)
+        assert response.status_code == 422, (text, response.text)
+        (detail,) = response.json()["detail"]
+        assert detail["field"] == "text" and expected in detail["msg"], (text, detail)
+    too_long = regenerate(alice, job_id, 0, text="A sentence that runs on. " * 80)  # cut in two at 120 s
+    assert too_long.status_code == 422 and "2 pieces instead of 1" in too_long.json()["detail"][0]["msg"]
+    assert regenerate(alice, job_id, 0, seed=-1).json()["detail"][0]["field"] == "seed"
+    missing = regenerate(alice, job_id, 3)
+    assert missing.status_code == 404 and "numbered 0 to 2" in missing.json()["detail"]
+    assert regenerate(alice, job_id, -1).json()["detail"][0]["field"] == "turn"
+
+    bob = stack.client(stack.mint_key("bob"))
+    assert regenerate(bob, job_id, 0).status_code == 404  # someone else's job is as good as absent
+    assert alice.get(f"/v1/jobs/{job_id}").json()["state"] == "done"  # nothing refused changed the job
+    assert segment_rows(stack, job_id) == {0: (3, 0, "done"), 1: (4, 0, "done"), 2: (5, 0, "done")}
+
+    running = alice.post(
+        "/v1/jobs",
+        json={"script": LONG_SCRIPT, "voices": {"Alice": voice, "Bob": voice}, "settings": FAST, "mode": "turns"},
+    ).json()["id"]
+    wait_for(alice, running, {"running"})
+    refused = regenerate(alice, running, 0)
+    assert refused.status_code == 409 and "once the job is done" in refused.json()["detail"]
+    assert alice.delete(f"/v1/jobs/{running}").status_code == 200
+    wait_for(alice, running, {"cancelled"})
+    assert regenerate(alice, running, 0).status_code == 409  # cancelled is not done either
+
+
+def test_a_regeneration_message_claims_the_job_only_at_its_revision(tmp_path: Path) -> None:
+    from core.api_keys import create_api_key
+    from core.db import Database, upgrade_database
+    from workers.job_records import claim_job
+
+    url = f"sqlite:///{tmp_path / 'voxcast.db'}"
+    upgrade_database(url)
+    database = Database.connect(url)
+    with database.session() as session:
+        job = Job(
+            id="ab" * 16,
+            owner_id=create_api_key(session, "owner").id,
+            mode="turns",
+            queue="interactive",
+            generation={"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0},
+            formats=["wav"],
+            voices={"0": "voice"},
+            revision=2,
+        )
+        session.add(job)
+    try:
+        assert claim_job(database, job.id, "worker", stale_after=60, revision=1) is None  # superseded message
+        claimed = claim_job(database, job.id, "worker", stale_after=60, revision=2)
+        assert claimed is not None and claimed.revision == 2
+    finally:
+        database.dispose()

@@ -1,0 +1,74 @@
+"""A worker's announcement of itself: every `heartbeat_seconds`, its status into Redis (see `core.worker_presence`).
+
+It runs in a daemon thread beside the engine, and a Redis that does not answer only costs the announcement
+(the admin list misses the worker for a while); jobs never wait on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+import redis
+
+from core.models import utc_now
+from core.worker_presence import EXPIRY_HEARTBEATS, WorkerStatus, worker_key
+from workers.job_execution import WorkerServices, process_name
+from workers.job_runner import engine_load
+
+logger = logging.getLogger(__name__)
+
+
+class Presence:
+    """Writes this worker's status now and every `heartbeat_seconds` after, until `stop()`."""
+
+    def __init__(self, services: WorkerServices) -> None:
+        self.services = services
+        self.client = redis.Redis.from_url(services.settings.redis_url)
+        self.name = process_name()
+        self.started_at = utc_now()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="voxcast-presence", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop announcing and withdraw the status, so a worker shut down cleanly leaves the list at once."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def status(self) -> WorkerStatus:
+        load = engine_load(self.services.model())
+        return WorkerStatus(
+            name=self.name,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            model=load.model,
+            device=load.device,
+            dtype=load.dtype,
+            slots=load.slots,
+            slots_in_use=load.slots_in_use,
+            waiting=load.waiting,
+            started_at=self.started_at,
+            seen_at=utc_now(),
+        )
+
+    def _run(self) -> None:
+        settings = self.services.settings
+        key = worker_key(settings.redis_namespace, self.name)
+        expiry = max(1, round(EXPIRY_HEARTBEATS * settings.heartbeat_seconds))
+        while True:
+            try:
+                self.client.set(key, self.status().model_dump_json(), ex=expiry)
+            except Exception:  # Redis down for a moment: the list misses this worker until the next beat
+                logger.warning("could not announce the worker", exc_info=True)
+            if self._stop.wait(settings.heartbeat_seconds):
+                break
+        try:
+            self.client.delete(key)
+        except redis.RedisError:
+            pass  # it expires by itself
