@@ -20,7 +20,7 @@ from cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, InputError
 from core.logging import configure_logging
 from core.settings import Settings, SettingsError
 
-COMMAND_MODULES = ("cli.generate", "cli.dev", "cli.serve", "cli.keys", "cli.script")
+COMMAND_MODULES = ("cli.generate", "cli.dev", "cli.serve", "cli.keys", "cli.script", "cli.webui")
 
 
 def build_parser(settings: Settings) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`voxcast serve`: the api and a worker on one machine, with the embedded defaults.
+"""`voxcast serve`: the api (with the studio at /studio) and a worker on one machine, with the embedded defaults.
 
 The defaults need nothing installed but Redis: the database is a SQLite file and the job files live in the
 data folder (VOXCAST_DATA_DIR). Redis is checked first; when it does not answer, one line says how to
@@ -88,11 +88,16 @@ def worker_command(settings: Settings, concurrency: int) -> list[str]:
 
 
 def _serve_api(settings: Settings, host: str, port: int) -> None:
+    """The api, with the studio (the web UI, an HTTP client of this api) mounted at /studio on the same port."""
     import uvicorn
 
     from api.app import create_app
+    from webui.app import STUDIO_PATH, local_api_url, mount_studio
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+    studio_api = settings.webui_api_url or local_api_url(host, port)
+    app = mount_studio(create_app(settings), studio_api, max_upload_bytes=settings.max_upload_bytes)
+    print(f"voxcast: studio at http://{host}:{port}{STUDIO_PATH}/, api at http://{host}:{port}/v1", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower())
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

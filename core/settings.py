@@ -46,6 +46,9 @@ class Settings:
     script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
     script_max_attempts: int = 3  # LLM replies per drafting job before it fails with the last validation error
     script_max_new_tokens: int = 16_384  # cap on one LLM reply (a draft asks for ~2 tokens per target word)
+    webui_api_url: str | None = None  # the api the studio calls; None: the one `voxcast serve` runs here
+    webui_host: str = "127.0.0.1"  # `voxcast webui` address (the studio alone; `voxcast serve` mounts it on the api)
+    webui_port: int = 7860  # `voxcast webui` port
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

@@ -1,1 +1,1 @@
-"""The Gradio studio, a client of the api over HTTP. Empty until the web UI lands; see docs/architecture.md."""
+"""The studio: a Gradio app in the browser, a client of the api over HTTP only (see `webui.app`)."""

@@ -1,0 +1,377 @@
+"""The studio in a real browser: Debian's headless Chromium (driven by Playwright) on the page `voxcast serve`
+serves, against a real api, a real Celery worker, Redis and SQLite, on the tiny checkpoint.
+
+Each test leaves screenshots of the screens it went through in docs/screenshots/, palette-reduced so a
+reviewer can look at them without bloating the repository.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pipeline.plan import plan_script
+from pipeline.script import parse_script
+from tests.conftest import ROOT, ServiceStack, write_voice_file
+from tests.test_service_api import upload_voice
+from webui.render import clock
+
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--autoplay-policy=no-user-gesture-required",
+]  # fmt: skip
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+LAPTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+SLOW = 120_000  # ms: generation on two CPU cores
+SCRIPT = "Speaker 1: Welcome to the show.\nSpeaker 2: Thanks for having me.\nSpeaker 1: Let's begin.\n"
+LONG_SCRIPT = "".join(
+    f"{'Alice' if turn % 2 == 0 else 'Bob'}: This is turn number {turn}, and it goes on for a little while.\n"
+    for turn in range(8)
+)
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)"
+)
+
+
+@pytest.fixture(scope="module")
+def stack(make_service_stack) -> ServiceStack:  # type: ignore[no-untyped-def]
+    """An api with the studio mounted, started as `voxcast serve --only api` starts it; no worker yet."""
+    stack = make_service_stack(max_jobs_in_flight="4", max_upload_bytes=str(4 * 1024 * 1024))
+    (stack.root / "tmp").mkdir()
+    stack.env["TMPDIR"] = str(stack.root / "tmp")  # the studio's and Gradio's files stay in the test's folder
+    log_path = stack.root / "serve.log"
+    command = [sys.executable, "-m", "cli.main", "serve", "--only", "api", "--port", str(stack.port)]
+    stack.api = subprocess.Popen(command, env=stack.env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{stack.base_url}/studio/", timeout=2).status_code == 200:
+                assert f"studio at {stack.base_url}/studio/" in log_path.read_text(errors="replace")
+                return stack
+        except httpx.HTTPError:
+            pass
+        assert stack.api.poll() is None, log_path.read_text(errors="replace")
+        time.sleep(0.25)
+    raise AssertionError(f"the studio did not start; see {log_path}")
+
+
+@pytest.fixture(scope="module")
+def worker(stack: ServiceStack) -> None:
+    stack.start_worker()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_studio(browser, stack: ServiceStack) -> Iterator:  # type: ignore[no-untyped-def]
+    """Open the studio in a fresh browser context and connect with a key; every context closes afterwards."""
+    contexts = []
+
+    def open_page(key: str, viewport: dict[str, int] = LAPTOP, expected: str = "Connected"):  # type: ignore[no-untyped-def]
+        context = browser.new_context(viewport=viewport, accept_downloads=True)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{stack.base_url}/studio/")
+        expect(page.locator("#connection")).to_contain_text("enter your API key")
+        page.locator("#api-key input").fill(key)
+        page.locator("#api-key input").press("Enter")
+        expect(page.locator("#connection")).to_contain_text(expected)
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+def screenshot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    """The whole page, palette-reduced (a studio screen is mostly flat colour), as docs/screenshots/NAME.png."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    image = Image.open(BytesIO(page.screenshot(full_page=True))).convert("RGB")
+    image.quantize(colors=48, method=Image.Quantize.MEDIANCUT).save(SCREENSHOTS / f"{name}.png", optimize=True)
+
+
+def pick(page, dropdown: str, option: str) -> None:  # type: ignore[no-untyped-def]
+    """Choose an option of a Gradio dropdown by (the start of) its label."""
+    page.locator(f"{dropdown} input").click()
+    page.get_by_role("option", name=option).first.click()
+
+
+def assert_no_stack_trace(page) -> None:  # type: ignore[no-untyped-def]
+    expect(page.locator("body")).not_to_contain_text("Traceback")
+    expect(page.locator("body")).not_to_contain_text('File "')
+
+
+def test_a_script_error_shows_at_its_line_and_examples_load(stack: ServiceStack, open_studio) -> None:  # type: ignore[no-untyped-def]
+    page = open_studio(stack.mint_key("writer"))
+    page.locator("#script textarea").fill("Alice: Hello there.\nBob: Hi, Alice!\n[pause: 99s]\nAlice: Bye.\n")
+    bad_line = page.locator("#script-preview .vx-bad-line")
+    expect(bad_line).to_have_attribute("data-line", "3")
+    expect(bad_line).to_contain_text("[pause: 99s]")
+    expect(page.locator("#script-preview .vx-error-message")).to_contain_text("Line 3:")
+    expect(page.locator("#script-preview .vx-error-message")).to_contain_text("at most 30 s")
+    assert_no_stack_trace(page)
+    screenshot(page, "write-error")
+
+    page.locator("#script textarea").fill("Alice: Hello there.\nBob: Hi, Alice!\n[pause: 1s]\nAlice: Bye.\n")
+    expect(page.locator("#script-preview .vx-turn")).to_have_count(3)
+    expect(page.locator("#script-preview .vx-pause")).to_contain_text("pause 1 s")
+    expect(page.locator("#script-preview .vx-turn").nth(1)).to_have_attribute("data-speaker", "2")
+
+    if page.locator("#example-script").is_visible():
+        pick(page, "#example-script", "2p_short.txt")
+        page.locator("#load-example").click()
+        expect(page.locator("#script textarea")).to_have_value(
+            (ROOT.parent / "shared" / "examples" / "scripts" / "2p_short.txt").read_text(encoding="utf-8")
+        )
+        expect(page.locator("#script-preview .vx-summary")).to_contain_text("2 speakers")
+
+
+def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
+    stack: ServiceStack, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    bob_key = stack.mint_key("bob")
+    bob = stack.client(bob_key)
+    voice = upload_voice(bob, voice_wav, "bob's voice")
+    body = {
+        "script": LONG_SCRIPT,
+        "voices": {"Alice": voice, "Bob": voice},
+        "mode": "turns",
+        "settings": {"diffusion_steps": 100},
+        "title": "Bob's long episode",
+    }
+    response = bob.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+
+    bob_page = open_studio(bob_key, expected="Connected with a user key")
+    expect(bob_page.get_by_role("tab", name="Admin")).to_have_count(0)
+    bob_page.get_by_role("tab", name="History").click()
+    expect(bob_page.locator(f'#history-table tr[data-job="{job_id}"]')).to_be_visible()
+    pick(bob_page, "#history-job", "Bob's long episode")
+    bob_page.locator("#history-open").click()
+    expect(bob_page.locator(f'#job-progress .vx-job[data-job="{job_id}"]')).to_be_visible()
+    if stack.workers:  # with a worker the job may already run; without one it waits, first in line
+        expect(bob_page.locator("#job-progress .vx-job")).to_have_attribute("data-state", re.compile("queued|running"))
+    else:
+        expect(bob_page.locator("#job-progress .vx-queue-position")).to_contain_text("number 1 in the interactive")
+
+    alice_page = open_studio(stack.mint_key("alice"), expected="Connected with a user key")
+    alice_page.get_by_role("tab", name="History").click()
+    expect(alice_page.locator("#history-table")).to_contain_text("No jobs yet")
+    expect(alice_page.get_by_role("tab", name="Admin")).to_have_count(0)
+
+    admin = open_studio(stack.mint_key("ops", admin=True), expected="Connected with an admin key")
+    admin.get_by_role("tab", name="Admin").click()
+    row = admin.locator(f'#admin-table tr[data-job="{job_id}"]')
+    expect(row).to_contain_text("Bob's long episode")
+    expect(row).to_contain_text(f"key {response.json()['owner_id']}")
+    expect(admin.locator('#admin-queues tr[data-queue="interactive"]')).to_be_visible()
+    pick(admin, "#admin-job", "Bob's long episode")
+    admin.locator("#admin-priority input[type=number]").fill("9")
+    admin.locator("#admin-priority input[type=number]").press("Enter")
+    admin.locator("#admin-set-priority").click()
+    expect(admin.locator("#admin-problem")).to_contain_text("now has priority 9")
+    expect(row.locator("td").nth(6)).to_have_text("9")
+    screenshot(admin, "admin")
+
+    admin.locator("#admin-cancel").click()
+    expect(admin.locator("#admin-problem")).to_contain_text(f"Job {job_id[:8]} is")
+    deadline = time.monotonic() + 30
+    while bob.get(f"/v1/jobs/{job_id}").json()["state"] != "cancelled":
+        assert time.monotonic() < deadline, "the admin's cancel did not stop the job"
+        time.sleep(0.2)
+    admin.locator("#admin-refresh").click()
+    expect(row).to_have_attribute("data-state", "cancelled")
+    expect(bob_page.locator("#job-progress .vx-job")).to_have_attribute("data-state", "cancelled")
+
+    pick(admin, "#admin-job", "Bob's long episode")
+    admin.locator("#admin-retry").click()
+    expect(admin.locator("#admin-problem")).to_contain_text("is queued again")
+    expect(row).to_have_attribute("data-state", "queued")
+    admin.locator("#admin-cancel").click()  # not left for the worker: the later tests want its time
+    expect(row).to_have_attribute("data-state", re.compile("cancelled|running"))
+    assert_no_stack_trace(admin)
+
+
+def test_api_errors_appear_beside_their_field(
+    stack: ServiceStack, open_studio, voice_wav: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    silent = tmp_path / "silent.wav"
+    sf.write(silent, np.zeros(16_000 * 4, dtype=np.float32), 16_000)
+    page = open_studio(stack.mint_key("carol"))
+    page.locator("#script textarea").fill(SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+
+    page.locator("#new-voice-name textarea").fill("quiet")
+    page.locator("#new-voice-recording input[type=file]").set_input_files(silent)
+    expect(page.locator('#new-voice-recording button[aria-label="Play"]')).to_be_attached()
+    page.locator("#add-voice").click()
+    expect(page.locator("#library-problem .vx-field-error")).to_contain_text("silent")
+
+    for speaker, recording in ((1, silent), (2, voice_wav)):
+        page.locator(f"#speaker-{speaker}-upload input[type=file]").set_input_files(recording)
+        expect(page.locator(f'#speaker-{speaker}-upload button[aria-label="Play"]')).to_be_attached()
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#generate").click()
+    expect(page.get_by_role("tab", name="2 · Cast")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#speaker-1-problem .vx-field-error")).to_contain_text("silent.wav' is silent")
+    expect(page.locator("#speaker-2-problem")).to_be_empty()
+    expect(page.locator("#job-progress")).to_be_empty()
+    assert_no_stack_trace(page)
+
+
+def test_write_cast_generate_listen_and_download(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("dana")
+    page = open_studio(key)
+
+    script_file = tmp_path / "pilot.txt"
+    script_file.write_text(SCRIPT, encoding="utf-8")
+    with page.expect_file_chooser() as chooser:
+        page.locator("#script-upload").click()
+    chooser.value.set_files(script_file)
+    expect(page.locator("#script textarea")).to_have_value(SCRIPT)
+    expect(page.locator("#script-preview .vx-turn")).to_have_count(3)
+    estimate = plan_script(parse_script(SCRIPT)).estimated_seconds
+    expect(page.locator("#script-preview .vx-duration")).to_have_text(clock(estimate))
+    screenshot(page, "write")
+
+    page.get_by_role("tab", name="2 · Cast").click()
+    page.locator("#new-voice-name textarea").fill("Studio voice")
+    page.locator("#new-voice-recording input[type=file]").set_input_files(voice_wav)
+    expect(page.locator('#new-voice-recording button[aria-label="Play"]')).to_be_attached()
+    page.locator("#add-voice").click()
+    expect(page.locator("#library")).to_contain_text("Studio voice")
+    example_voice = page.locator(".vx-example-voice").first
+    if example_voice.count():  # the bundled example voices, when ../shared/examples is there
+        example_voice.click()
+        expect(page.locator("#library tbody tr")).to_have_count(2)
+    page.locator("#speaker-1-name textarea").fill("Ann")
+    page.locator("#speaker-2-name textarea").fill("Ben")
+    pick(page, "#speaker-1-voice", "Studio voice")
+    page.locator("#speaker-1-play").click()
+    expect(page.locator("#speaker-1-preview a.download-link")).to_be_attached()
+    page.locator("#speaker-2-upload input[type=file]").set_input_files(write_voice_file(tmp_path / "ben.wav", seed=1))
+    expect(page.locator('#speaker-2-upload button[aria-label="Play"]')).to_be_attached()
+    screenshot(page, "cast")
+
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#title textarea").fill("Pilot")
+    page.get_by_label("Turn by turn: exact timings").check()
+    page.get_by_label("opus", exact=True).check()
+    page.locator("#diffusion-steps input[type=number]").fill("2")
+    page.locator("#diffusion-steps input[type=number]").press("Enter")
+    page.evaluate(RECORD_PROGRESS_JS)
+    page.locator("#generate").click()
+    expect(page.locator("#job-progress .vx-job")).to_be_visible()
+    expect(page.locator("#segments audio").first).to_be_attached(timeout=SLOW)
+    screenshot(page, "generate")
+
+    cues = page.locator("#episode .vx-cue")
+    expect(cues).to_have_count(3, timeout=SLOW)
+    expect(page.get_by_role("tab", name="4 · Listen")).to_have_attribute("aria-selected", "true")
+    progress_log = page.evaluate("window.vxProgressLog")
+    assert any(state == "running" and "of about" in text for state, text in progress_log), progress_log
+    assert progress_log[-1][0] == "done", progress_log
+    segments = page.locator("#segments audio")
+    assert segments.count() == 3
+    assert all(httpx.get(segments.nth(n).evaluate("a => a.src")).status_code == 200 for n in range(3))
+    assert [cues.nth(n).locator(".vx-who").inner_text() for n in range(3)] == ["Ann", "Ben", "Ann"]
+
+    cues.nth(1).locator(".vx-seek").click()
+    expect(cues.nth(1)).to_have_class(re.compile(r"\bvx-now\b"))
+    start = float(cues.nth(1).get_attribute("data-start"))
+    assert page.locator("#episode audio").evaluate("a => a.currentTime") >= start
+    screenshot(page, "listen")
+
+    job = stack.client(key).get("/v1/jobs").json()["jobs"][0]
+    assert job["title"] == "Pilot" and job["state"] == "done" and job["mode"] == "turns"
+    assert job["settings"]["diffusion_steps"] == 2
+    links = page.locator("#downloads a.download-link")
+    names = [link.get_attribute("download") for link in links.all()]
+    stem = f"Pilot-{job['id'][:8]}"
+    assert sorted(names) == sorted(f"{stem}.{ext}" for ext in ("wav", "mp3", "opus", "srt", "vtt", "chapters.json"))
+    with page.expect_download() as download:
+        page.locator(f'#downloads a.download-link[download="{stem}.wav"]').click()
+    saved = tmp_path / "downloaded.wav"
+    download.value.save_as(saved)
+    samples, rate = sf.read(saved)
+    assert rate == 24_000 and len(samples) / rate == pytest.approx(job["audio_seconds"], abs=0.15)
+    with page.expect_download() as download:
+        page.locator(f'#downloads a.download-link[download="{stem}.srt"]').click()
+    download.value.save_as(tmp_path / "downloaded.srt")
+    assert "Ben: Thanks for having me." in (tmp_path / "downloaded.srt").read_text(encoding="utf-8")
+
+    pick(page, "#regenerate-turn", "2 · Ben")
+    page.locator("#regenerate-text textarea").fill("Thanks a lot for having me!")
+    page.locator("#regenerate").click()
+    expect(cues.nth(1).locator("p")).to_have_text("Thanks a lot for having me!", timeout=SLOW)
+    expect(cues.nth(1)).to_have_class(re.compile(r"\bvx-now\b"))  # the new take plays
+    with page.expect_download() as download:
+        page.locator(f'#downloads a.download-link[download="{stem}.wav"]').click()
+    download.value.save_as(tmp_path / "regenerated.wav")
+    regenerated, _ = sf.read(tmp_path / "regenerated.wav")
+    assert len(regenerated) != len(samples) or not np.allclose(regenerated, samples)
+    screenshot(page, "listen-regenerated")
+
+    page.get_by_role("tab", name="History").click()
+    page.locator("#history-refresh").click()
+    expect(page.locator(f'#history-table tr[data-job="{job["id"]}"]')).to_have_attribute("data-state", "done")
+    screenshot(page, "history")
+    assert_no_stack_trace(page)
+
+    phone = open_studio(key, viewport=PHONE)
+    phone.locator("#script textarea").fill(SCRIPT)
+    expect(phone.locator("#script-preview .vx-turn")).to_have_count(3)
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(phone, "phone-write")
+    phone.get_by_role("tab", name="History").click()
+    pick(phone, "#history-job", "Pilot")
+    phone.locator("#history-open").click()
+    expect(phone.locator("#episode .vx-cue")).to_have_count(3)
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(phone, "phone-listen")
+
+
+# Every state and text the progress panel shows, in order, so a test can see a run that is over in seconds.
+RECORD_PROGRESS_JS = """
+() => {
+  window.vxProgressLog = [];
+  const panel = document.querySelector('#job-progress');
+  const record = () => {
+    const job = panel.querySelector('.vx-job');
+    if (!job) return;
+    const entry = [job.dataset.state, job.innerText];
+    const last = window.vxProgressLog[window.vxProgressLog.length - 1];
+    if (!last || last[0] !== entry[0] || last[1] !== entry[1]) window.vxProgressLog.push(entry);
+  };
+  new MutationObserver(record).observe(panel, {subtree: true, childList: true, characterData: true, attributes: true});
+}
+"""

@@ -1,0 +1,150 @@
+"""The studio's pure parts, without a browser: the script preview and speaker names, reading the api's errors
+and events, HTML that escapes what users typed, and where files and the api are found."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.schemas import JobView
+from pipeline.script import parse_script
+from webui.api_client import JobEvent, StudioApiError, _raise_for_problem, _server_sent_events
+from webui.app import local_api_url
+from webui.examples import example_voice_name, find_examples
+from webui.files import StudioFiles, episode_file_name
+from webui.render import clock, episode_html, script_error_html, script_preview_html
+from webui.script_preview import SpeakerNameError, preview_script, renamed_script, script_text_to_send
+
+
+def test_the_preview_parses_estimates_and_places_errors_at_their_line() -> None:
+    assert preview_script("  \n").is_empty and preview_script("  \n").error is None
+    good = preview_script("Alice: Hello there, how are you today?\n[pause: 1s]\nBob: Fine.\n")
+    assert good.script is not None and [speaker.name for speaker in good.script.speakers] == ["Alice", "Bob"]
+    spoken = len("Hello there, how are you today?") / 14  # seconds at 14 characters a second
+    assert good.estimated_seconds == pytest.approx(spoken + 1 + 1, abs=0.01)  # + the pause + "Fine." (at least 1 s)
+    bad = preview_script("Alice: Hi.\nBob: Hello.\n[pause: 99s]\n")
+    assert bad.script is None and bad.error is not None and bad.error.line == 3
+
+
+def test_renamed_speakers_become_the_script_sent_and_bad_names_point_at_their_speaker() -> None:
+    preview = preview_script("Speaker 1: Hi.\nSpeaker 2: Hello.\n[pause: 0.5s]\nSpeaker 1: Bye.\n")
+    assert preview.script is not None
+    assert renamed_script(preview.script, ["Speaker 1", " ", None, None]) is None
+    text, sent = script_text_to_send(preview, ["Ann", "Speaker 2", "", ""])
+    assert text == "Ann: Hi.\nSpeaker 2: Hello.\n[pause: 0.5s]\nAnn: Bye.\n"
+    assert [speaker.key for speaker in sent.speakers] == ["Ann", "2"]
+    unchanged_text, unchanged = script_text_to_send(preview, ["", "", "", ""])
+    assert unchanged_text == preview.text and unchanged is preview.script
+    with pytest.raises(SpeakerNameError) as duplicate:
+        renamed_script(preview.script, ["Ann", "ann"])
+    assert duplicate.value.index == 1 and "already called" in duplicate.value.message
+    with pytest.raises(SpeakerNameError) as invalid:
+        renamed_script(preview.script, ["Ann", "2nd guest: x"])
+    assert invalid.value.index == 1 and "cannot be a speaker name" in invalid.value.message
+
+
+def _response(status: int, body: object) -> httpx.Response:
+    content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    return httpx.Response(status, content=content, request=httpx.Request("GET", "http://api/v1/jobs"))
+
+
+def test_api_errors_become_messages_with_their_fields_and_lines() -> None:
+    detail = [{"field": "script", "msg": "no speaker tag", "line": 3}, {"field": "voices.Bob", "msg": "silent"}]
+    with pytest.raises(StudioApiError) as invalid:
+        _raise_for_problem(_response(422, {"detail": detail}))
+    assert invalid.value.status == 422 and invalid.value.message == "no speaker tag; silent"
+    assert [(p.field, p.line) for p in invalid.value.problems] == [("script", 3), ("voices.Bob", None)]
+    with pytest.raises(StudioApiError, match="^the limit is 4$"):
+        _raise_for_problem(_response(429, {"detail": "the limit is 4"}))
+    with pytest.raises(StudioApiError, match="answered 502 Bad Gateway"):
+        _raise_for_problem(_response(502, "<html>proxy error</html>"))
+    _raise_for_problem(_response(200, {"jobs": []}))
+
+
+def test_server_sent_events_are_read_across_comments_and_keep_alives() -> None:
+    lines = ["event: state", 'data: {"state": "queued"}', "", ": keep-alive", "", "event: segment",
+             'data: {"index": 0,', 'data:  "audio": "/a.wav"}', ""]  # fmt: skip
+
+    async def read() -> list[JobEvent]:
+        async def source() -> AsyncIterator[str]:
+            for line in lines:
+                yield line
+
+        return [event async for event in _server_sent_events(source())]
+
+    events = asyncio.run(read())
+    assert [(event.kind, event.data) for event in events] == [
+        ("state", {"state": "queued"}),
+        ("segment", {"index": 0, "audio": "/a.wav"}),
+    ]
+
+
+def test_html_escapes_what_users_typed_and_marks_the_bad_line() -> None:
+    shown = script_error_html("Alice: <b>hi</b>\n<script>x</script>\nBob: ok", "bad <tag>", 2)
+    assert "<script>" not in shown and "&lt;script&gt;" in shown and "bad &lt;tag&gt;" in shown
+    assert 'class="vx-bad-line" aria-current="true" data-line="2"' in shown
+    preview = script_preview_html(preview_script('Alice: "<img src=x onerror=alert(1)>"\n'))
+    assert "<img" not in preview and "&lt;img" in preview
+    assert [clock(seconds) for seconds in (0, 59.4, 61, 3725)] == ["0:00", "0:59", "1:01", "1:02:05"]
+
+
+def _job(title: str | None) -> JobView:
+    """A done job, with only what the naming and the player read (built unvalidated, as the api's view grows)."""
+    return JobView.model_construct(id="0123456789abcdef0123456789abcdef", state="done", title=title, audio_seconds=3.0)
+
+
+def test_the_episode_player_marks_the_turn_to_play_from() -> None:
+    chapters = {
+        "chapters": [{"title": "Ann: Hi", "start": 0.0, "end": 3.0}],
+        "turns": [
+            {"index": 0, "speaker": "Ann", "text": "Hi.", "start": 0.0, "end": 1.0},
+            {"index": 1, "speaker": "Ben", "text": "Hello.", "start": 1.0, "end": 3.0},
+        ],
+    }
+    shown = episode_html(_job("Pilot"), "gradio_api/file=/x/a.mp3?v=1", chapters, focus_turn=1)
+    assert shown.count("data-focus") == 1 and 'data-index="1" data-start="1.000" data-end="3.000" data-focus' in shown
+    assert "data-focus" not in episode_html(_job("Pilot"), "a.mp3", chapters)
+
+
+def test_files_get_safe_names_and_a_new_url_when_rewritten(tmp_path: Path) -> None:
+    files = StudioFiles(tmp_path)
+    job_id = "0123456789abcdef0123456789abcdef"
+    assert files.job_folder(job_id) != files.job_folder("b") and job_id[:8] not in files.job_folder(job_id).name
+    assert StudioFiles(tmp_path).job_folder(job_id) != files.job_folder(job_id)  # a secret per process
+    assert episode_file_name(_job("My show: ep/1"), "mp3") == "My-show-ep-1-01234567.mp3"
+    assert episode_file_name(_job(None), "srt") == "episode-01234567.srt"
+    path = files.job_folder(job_id) / "episode.wav"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"1")
+    first = files.url(path)
+    path.write_bytes(b"22")
+    assert first.startswith(f"gradio_api/file={path}?v=") and files.url(path) != first
+
+
+def test_the_api_is_found_on_loopback_when_served_on_every_address_and_examples_get_names(tmp_path: Path) -> None:
+    assert local_api_url("0.0.0.0", 8000) == "http://127.0.0.1:8000"
+    assert local_api_url("::", 8000) == "http://[::1]:8000"
+    assert local_api_url("10.0.0.5", 81) == "http://10.0.0.5:81"
+    assert local_api_url("api.internal", 8000) == "http://api.internal:8000"
+    assert example_voice_name(Path("en-Alice_woman.wav")) == "Alice (en, woman)"
+    assert example_voice_name(Path("studio take.wav")) == "studio take"
+    assert find_examples(tmp_path / "missing").scripts == {}
+    assert parse_script("Alice: hi").speakers[0].name == "Alice"
+
+
+def test_the_studio_alone_serves_its_page_and_sends_visitors_of_the_root_there() -> None:
+    from fastapi.testclient import TestClient
+
+    from webui.app import studio_app
+
+    with TestClient(studio_app("http://127.0.0.1:9")) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        root = client.get("/", follow_redirects=False)
+        assert root.status_code == 307 and root.headers["location"] == "/studio/"
+        page = client.get("/studio/")
+        assert page.status_code == 200 and "voxcast studio" in page.text

@@ -1,0 +1,254 @@
+"""The studio's only way to the service: a small typed client of the voxcast api over HTTP.
+
+Every call takes the caller's API key (or none, for a single-user api) and answers with the api's own
+response models (`api.schemas`). Whatever goes wrong, from a refused connection to a 422, ends as one
+`StudioApiError` whose message a person can read, and whose `problems` name the field (and script line)
+the api complained about, so the studio can show each next to the input it concerns.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.schemas import (
+    JobList,
+    JobOptions,
+    JobView,
+    QueueDepth,
+    QueueReport,
+    RegenerationView,
+    VoiceList,
+    VoiceView,
+)
+
+# The api closes an event stream only when the job ends and sends a keep-alive every 15 s: a read that
+# waits much longer than that means the connection is gone.
+_EVENT_READ_TIMEOUT_SECONDS = 60.0
+_DOWNLOAD_CHUNK_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One thing the api rejected: the dotted field ("script", "voices.Alice", "settings.seed"), why, where."""
+
+    field: str
+    message: str
+    line: int | None = None
+
+
+class StudioApiError(Exception):
+    """A call that did not succeed, with a message fit to show as is."""
+
+    def __init__(self, message: str, status: int | None = None, problems: tuple[FieldProblem, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.problems = problems
+
+
+class Access(Enum):
+    """What the key in use may do."""
+
+    USER = "user"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One server-sent event of a job: `state` (data is a JobView's JSON), `progress` or `segment`."""
+
+    kind: str
+    data: dict[str, Any]
+
+
+class StudioApi:
+    """The api at `base_url`, called with `key` (None: no Authorization header, for a single-user api)."""
+
+    def __init__(self, base_url: str, key: str | None, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key.strip() if key and key.strip() else None
+        self.timeout = timeout
+
+    @asynccontextmanager
+    async def _client(self, read_timeout: float | None = None) -> AsyncIterator[httpx.AsyncClient]:
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
+        async with httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout) as client:
+            try:
+                yield client
+            except httpx.TimeoutException as error:
+                raise StudioApiError(f"the api at {self.base_url} did not answer in time ({error})") from error
+            except httpx.HTTPError as error:
+                raise StudioApiError(f"the api at {self.base_url} cannot be reached ({error})") from error
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        async with self._client() as client:
+            response = await client.request(method, path, **kwargs)
+        _raise_for_problem(response)
+        return response
+
+    # --- who is calling -----------------------------------------------------------------------------------
+
+    async def access(self) -> Access:
+        """USER or ADMIN for a key the api accepts; StudioApiError (status 401) for one it does not."""
+        await self._request("GET", "/v1/voices")
+        try:
+            await self._request("GET", "/v1/admin/queues")
+        except StudioApiError as error:
+            if error.status == 403:
+                return Access.USER
+            raise
+        return Access.ADMIN
+
+    # --- voices -----------------------------------------------------------------------------------------
+
+    async def voices(self) -> list[VoiceView]:
+        response = await self._request("GET", "/v1/voices")
+        return VoiceList.model_validate_json(response.content).voices
+
+    async def upload_voice(self, name: str, recording: Path) -> VoiceView:
+        with recording.open("rb") as handle:
+            response = await self._request(
+                "POST", "/v1/voices", data={"name": name}, files={"file": (recording.name, handle)}
+            )
+        return VoiceView.model_validate_json(response.content)
+
+    # --- jobs -------------------------------------------------------------------------------------------
+
+    async def submit_job(self, script: str, options: JobOptions, uploads: Mapping[str, Path]) -> JobView:
+        """POST /v1/jobs: JSON when every voice is a library voice, multipart when recordings go with it."""
+        if not uploads:
+            body = {"script": script, **options.model_dump(mode="json")}
+            response = await self._request("POST", "/v1/jobs", json=body)
+            return JobView.model_validate_json(response.content)
+        handles = {speaker: path.open("rb") for speaker, path in uploads.items()}
+        try:
+            files = [("script", ("script.txt", script.encode("utf-8"), "text/plain"))]
+            files += [(f"voice.{speaker}", (uploads[speaker].name, handle)) for speaker, handle in handles.items()]
+            response = await self._request("POST", "/v1/jobs", data={"options": options.model_dump_json()}, files=files)
+        finally:
+            for handle in handles.values():
+                handle.close()
+        return JobView.model_validate_json(response.content)
+
+    async def job(self, job_id: str) -> JobView:
+        response = await self._request("GET", f"/v1/jobs/{job_id}")
+        return JobView.model_validate_json(response.content)
+
+    async def jobs(self, limit: int = 50) -> list[JobView]:
+        response = await self._request("GET", "/v1/jobs", params={"limit": limit})
+        return JobList.model_validate_json(response.content).jobs
+
+    async def cancel_job(self, job_id: str) -> JobView:
+        response = await self._request("DELETE", f"/v1/jobs/{job_id}")
+        return JobView.model_validate_json(response.content)
+
+    async def regenerate_turn(self, job_id: str, turn: int, text: str | None = None) -> RegenerationView:
+        """Generate turn `turn` (0-based) of a done job again, with a fresh seed and, if given, new words."""
+        change = {"text": text} if text is not None else {}
+        response = await self._request("POST", f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=change)
+        return RegenerationView.model_validate_json(response.content)
+
+    async def job_events(self, job_id: str) -> AsyncIterator[JobEvent]:
+        """The job's server-sent events until the stream ends (after a final `state` event)."""
+        async with self._client(read_timeout=_EVENT_READ_TIMEOUT_SECONDS) as client:
+            async with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+                if response.is_error:
+                    await response.aread()
+                    _raise_for_problem(response)
+                async for event in _server_sent_events(response.aiter_lines()):
+                    yield event
+
+    async def download(self, path: str, destination: Path) -> Path:
+        """Stream an api file (an episode, a transcript, a segment, a voice preview) to `destination`."""
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        partial = destination.with_name(f".{destination.name}.{secrets.token_hex(4)}.part")
+        async with self._client() as client:
+            async with client.stream("GET", path) as response:
+                if response.is_error:
+                    await response.aread()
+                    _raise_for_problem(response)
+                try:
+                    with partial.open("wb") as handle:
+                        async for chunk in response.aiter_bytes(_DOWNLOAD_CHUNK_BYTES):
+                            handle.write(chunk)
+                    partial.replace(destination)
+                finally:
+                    partial.unlink(missing_ok=True)
+        return destination
+
+    # --- admin ------------------------------------------------------------------------------------------
+
+    async def admin_jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
+        params: dict[str, str | int] = {"limit": limit}
+        if state:
+            params["state"] = state
+        response = await self._request("GET", "/v1/admin/jobs", params=params)
+        return JobList.model_validate_json(response.content).jobs
+
+    async def admin_queues(self) -> list[QueueDepth]:
+        response = await self._request("GET", "/v1/admin/queues")
+        return QueueReport.model_validate_json(response.content).queues
+
+    async def admin_cancel(self, job_id: str) -> JobView:
+        response = await self._request("POST", f"/v1/admin/jobs/{job_id}/cancel")
+        return JobView.model_validate_json(response.content)
+
+    async def admin_retry(self, job_id: str) -> JobView:
+        response = await self._request("POST", f"/v1/admin/jobs/{job_id}/retry")
+        return JobView.model_validate_json(response.content)
+
+    async def admin_set_priority(self, job_id: str, priority: int) -> JobView:
+        response = await self._request("POST", f"/v1/admin/jobs/{job_id}/priority", json={"priority": priority})
+        return JobView.model_validate_json(response.content)
+
+
+def _raise_for_problem(response: httpx.Response) -> None:
+    """Turn an error response into a StudioApiError: the api's `detail`, with its fields and lines if any."""
+    if not response.is_error:
+        return
+    try:
+        detail = response.json().get("detail")
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        detail = None
+    if isinstance(detail, list):
+        problems = tuple(_problem(item) for item in detail if isinstance(item, dict))
+        message = "; ".join(problem.message for problem in problems) or response.reason_phrase
+        raise StudioApiError(message, response.status_code, problems)
+    if isinstance(detail, str) and detail:
+        raise StudioApiError(detail, response.status_code)
+    raise StudioApiError(f"the api answered {response.status_code} {response.reason_phrase}", response.status_code)
+
+
+def _problem(item: dict[str, Any]) -> FieldProblem:
+    line = item.get("line")
+    return FieldProblem(
+        field=str(item.get("field") or ""),
+        message=str(item.get("msg") or "invalid value"),
+        line=line if isinstance(line, int) else None,
+    )
+
+
+async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[JobEvent]:
+    """Parse a text/event-stream: `event:` and `data:` lines, a blank line ends an event, `:` is a comment."""
+    kind, data = "message", []
+    async for line in lines:
+        if not line:
+            if data:
+                yield JobEvent(kind, json.loads("\n".join(data)))
+            kind, data = "message", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            kind = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            data.append(line.removeprefix("data:").removeprefix(" "))

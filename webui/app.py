@@ -1,0 +1,155 @@
+"""The studio: a Gradio app in the browser, and a client of the api over HTTP only.
+
+    mount_studio(app, api_url)   the studio at /studio of a FastAPI app (`voxcast serve` mounts it on the api)
+    studio_app(api_url)          a FastAPI app with only the studio (`voxcast webui`, for a separate process)
+
+Screens (tabs): Write, Cast, Generate, Listen (the finished episode), History, and Admin for admin keys. The
+API key typed at the top lives in the page: every action sends it to the api, which alone decides what the
+key may see and do.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import gradio as gr
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+
+from webui.api_client import Access, StudioApiError
+from webui.assets import STUDIO_CSS
+from webui.context import StudioContext
+from webui.examples import find_examples
+from webui.files import StudioFiles
+from webui.render import field_error, notice
+from webui.views.admin import AdminView, admin_listing, build_admin, wire_admin
+from webui.views.cast import CastView, build_cast, library_updates, wire_cast
+from webui.views.finish import build_finish, wire_finish
+from webui.views.generate import build_generate, wire_generate
+from webui.views.history import HistoryView, build_history, history_updates, wire_history
+from webui.views.screens import Screens
+from webui.views.write import build_write, wire_write
+
+STUDIO_PATH = "/studio"
+
+
+def build_studio(context: StudioContext) -> gr.Blocks:
+    # Gradio's copies of files it served go after a day, checked hourly.
+    with gr.Blocks(title="voxcast studio", analytics_enabled=False, delete_cache=(3600, 24 * 3600)) as studio:
+        gr.HTML('<h1 class="vx-brand">voxcast studio</h1>')
+        key = gr.Textbox(
+            label="API key",
+            type="password",
+            placeholder="vxc_… (none on a single-user install)",
+            submit_btn="Connect",
+            elem_id="api-key",
+        )
+        connection = gr.HTML(elem_id="connection")
+        with gr.Tabs(selected="write", overflow_behavior="wrap") as tabs:
+            with gr.Tab("1 · Write", id="write"):
+                write = build_write(context)
+            with gr.Tab("2 · Cast", id="cast"):
+                cast = build_cast(context)
+            with gr.Tab("3 · Generate", id="generate"):
+                generate = build_generate()
+            with gr.Tab("4 · Listen", id="finish"):
+                finish = build_finish()
+            with gr.Tab("History", id="history") as history_tab:
+                history = build_history(history_tab)
+            with gr.Tab("Admin", id="admin", visible=False) as admin_tab:
+                admin = build_admin(admin_tab)
+        screens = Screens(tabs, key, write, cast, generate, finish)
+        wire_write(write, cast, context)
+        wire_cast(cast, context, key)
+        wire_generate(screens, context)
+        wire_finish(screens, context)
+        wire_history(history, screens, context)
+        wire_admin(admin, context, key)
+
+        async def connect_key(api_key: str | None) -> dict[Any, Any]:
+            return await _connect(context, connection, cast, history, admin, api_key)
+
+        connect_outputs = [
+            connection, admin.tab, cast.library, *cast.voice_dropdowns, cast.library_problem,
+            history.table, history.job, history.problem, *admin.listing,
+        ]  # fmt: skip
+        for trigger in (key.submit, studio.load):
+            trigger(connect_key, inputs=key, outputs=connect_outputs, show_progress="hidden")
+    return studio
+
+
+async def _connect(
+    context: StudioContext,
+    connection: gr.HTML,
+    cast: CastView,
+    history: HistoryView,
+    admin: AdminView,
+    api_key: str | None,
+) -> dict[Any, Any]:
+    """Check the key; show the library, the history and (for an admin) the Admin tab it gives access to."""
+    api = context.api(api_key)
+    cleared = library_updates(cast, []) | history_updates(history, []) | {admin.tab: gr.Tab(visible=False)}
+    try:
+        access = await api.access()
+        voices = await api.voices()
+        jobs = await api.jobs()
+    except StudioApiError as error:
+        message = error.message
+        if error.status == 401 and api.key is None:
+            message = "enter your API key (an admin creates one with `voxcast keys create`)"
+        return cleared | {connection: field_error(message)}
+    if api.key is None:
+        status = "Single-user install: no key needed."
+    else:
+        status = f"Connected with {'an admin' if access is Access.ADMIN else 'a user'} key."
+    updates = library_updates(cast, voices) | history_updates(history, jobs) | {connection: notice(status)}
+    if access is Access.ADMIN:
+        updates |= {admin.tab: gr.Tab(visible=True)} | await admin_listing(admin, api, "")
+    else:
+        updates[admin.tab] = gr.Tab(visible=False)
+    return updates
+
+
+def mount_studio(app: FastAPI, api_url: str, *, max_upload_bytes: int | None = None) -> FastAPI:
+    """Serve the studio at /studio of `app` (and redirect / there when `app` has no page of its own)."""
+    context = StudioContext(api_url=api_url, files=StudioFiles.temporary(), examples=find_examples())
+    studio = build_studio(context)
+    studio.queue(default_concurrency_limit=None)  # handlers wait on the api, not on this process's CPU
+    if not any(getattr(route, "path", None) == "/" for route in app.routes):
+        app.add_api_route("/", lambda: RedirectResponse(f"{STUDIO_PATH}/"), include_in_schema=False)
+    return gr.mount_gradio_app(
+        app,
+        studio,
+        path=STUDIO_PATH,
+        footer_links=[],
+        run_history=False,  # runs would keep the API key in the browser's storage
+        allowed_paths=[str(context.files.root)],
+        max_file_size=max_upload_bytes,
+        ssr_mode=False,
+        mcp_server=False,
+        theme=gr.themes.Default(primary_hue="indigo"),
+        css=STUDIO_CSS,
+    )
+
+
+def studio_app(api_url: str, *, max_upload_bytes: int | None = None) -> FastAPI:
+    """The studio alone, for `voxcast webui`: a process of its own talking to an api elsewhere."""
+    app = FastAPI(title="voxcast studio", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return mount_studio(app, api_url, max_upload_bytes=max_upload_bytes)
+
+
+def local_api_url(host: str, port: int) -> str:
+    """How a process reaches an api it serves on host:port: a wildcard address becomes the loopback one."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"http://{host or '127.0.0.1'}:{port}"
+    if address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    return f"http://[{address}]:{port}" if address.version == 6 else f"http://{address}:{port}"

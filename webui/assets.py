@@ -1,0 +1,120 @@
+"""The studio's stylesheet and the two small scripts its HTML players run in the browser.
+
+Kept as Python strings, not package data files, so that every install (editable, wheel, container)
+carries them. Colours lean on Gradio's theme variables so a dark browser theme stays readable.
+"""
+
+from __future__ import annotations
+
+STUDIO_CSS = """
+.vx-preview { font-size: var(--text-md); }
+.vx-preview.vx-empty, .vx-empty { color: var(--body-text-color-subdued); }
+.vx-summary { margin: 0 0 .5em; }
+.vx-legend { display: flex; flex-wrap: wrap; gap: .4em; margin-bottom: .6em; }
+.vx-chip { border-left: .5em solid var(--vx-c); padding: .1em .6em; border-radius: .3em;
+  background: var(--background-fill-secondary); }
+.vx-turns { list-style: none; padding: 0; margin: 0; max-height: 32em; overflow-y: auto; }
+.vx-turn { border-left: .3em solid var(--vx-c); padding: .3em .7em; margin: .35em 0;
+  background: var(--background-fill-secondary); border-radius: 0 .4em .4em 0; }
+.vx-turn p, .vx-cue p { display: block; margin: .15em 0 0; overflow-wrap: anywhere; }
+.vx-who { font-weight: 600; color: var(--vx-c); margin-right: .6em; }
+.vx-meta { color: var(--body-text-color-subdued); font-size: var(--text-sm); }
+.vx-pause, .vx-more { color: var(--body-text-color-subdued); font-style: italic; padding: .2em .9em; }
+.vx-error-message { margin: 0 0 .5em; color: var(--error-text-color, #b91c1c); }
+.vx-source { list-style: none; padding: 0; margin: 0; font-family: var(--font-mono); font-size: var(--text-sm);
+  border: 1px solid var(--border-color-primary); border-radius: .4em; overflow-x: auto; }
+.vx-source li { display: flex; gap: .8em; padding: .1em .5em; white-space: pre; }
+.vx-source code { background: none; padding: 0; }
+.vx-source .vx-bad-line { background: rgba(220, 38, 38, .15); border-left: .25em solid #dc2626; }
+.vx-line-number { color: var(--body-text-color-subdued); min-width: 2.5em; text-align: right; }
+.vx-field-error { color: var(--error-text-color, #b91c1c); margin: .25em 0; font-size: var(--text-sm); }
+.vx-field-error::before { content: "\\26A0  "; }
+.vx-notice { color: var(--body-text-color-subdued); margin: .25em 0; font-size: var(--text-sm); }
+.vx-speaker-head { display: flex; align-items: center; gap: .5em; font-size: var(--text-lg); }
+.vx-dot { width: .8em; height: .8em; border-radius: 50%; background: var(--vx-c); display: inline-block; }
+.vx-job-head { display: flex; flex-wrap: wrap; align-items: center; gap: .5em; margin: 0 0 .5em; }
+.vx-id { font-size: var(--text-sm); }
+.vx-state { padding: .1em .6em; border-radius: 1em; font-size: var(--text-sm); font-weight: 600;
+  background: #e5e7eb; color: #374151; }
+.vx-state-running { background: #dbeafe; color: #1d4ed8; }
+.vx-state-done { background: #dcfce7; color: #15803d; }
+.vx-state-failed { background: #fee2e2; color: #b91c1c; }
+.vx-state-cancelled { background: #f3f4f6; color: #6b7280; }
+.vx-bar { height: .8em; border-radius: .4em; background: var(--background-fill-secondary); overflow: hidden;
+  border: 1px solid var(--border-color-primary); }
+.vx-bar > div { height: 100%; background: var(--color-accent, #f97316); transition: width .3s; }
+.vx-figures { margin: .4em 0; }
+.vx-segments ol { list-style: none; padding: 0; margin: 0; display: flex; flex-direction: column; gap: .3em; }
+.vx-segment { display: flex; align-items: center; gap: .6em; flex-wrap: wrap; }
+.vx-segment audio { height: 2.2em; max-width: 100%; }
+.vx-episode-audio { width: 100%; margin: .3em 0 .6em; }
+.vx-transcript { list-style: none; padding: 0; margin: 0; max-height: 26em; overflow-y: auto; position: relative; }
+.vx-cue { border-left: .3em solid var(--vx-c); padding: .3em .7em; margin: .3em 0; border-radius: 0 .4em .4em 0; }
+.vx-cue.vx-now { background: var(--background-fill-secondary); box-shadow: inset 0 0 0 1px var(--vx-c); }
+.vx-seek { font-family: var(--font-mono); font-size: var(--text-sm); color: var(--body-text-color-subdued);
+  background: none; border: none; cursor: pointer; padding: 0 .5em 0 0; }
+.vx-seek:hover { text-decoration: underline; }
+.vx-chapters ol { padding-left: 1.2em; }
+.vx-table-wrap { overflow-x: auto; max-width: 100%; }
+.vx-table { border-collapse: collapse; width: 100%; font-size: var(--text-sm); }
+.vx-table th, .vx-table td { text-align: left; padding: .35em .6em; white-space: nowrap;
+  border-bottom: 1px solid var(--border-color-primary); }
+.vx-brand { margin: .2em 0; font-size: var(--text-xxl); }
+.vx-compact-audio .upload-container, .vx-compact-audio .boundedheight {
+  height: 10em !important; min-height: 0 !important; }
+@media (max-width: 640px) {
+  .vx-turns, .vx-transcript { max-height: none; }
+  .vx-table th, .vx-table td { padding: .3em .4em; }
+}
+"""
+
+# The episode player: highlight the turn being heard and keep it in view; a click on a time seeks there; a
+# regenerated turn (data-focus) plays as soon as the new audio is loaded.
+EPISODE_PLAYER_JS = """
+const cueAt = (time) => [...element.querySelectorAll('.vx-cue')]
+  .find((cue) => time >= Number(cue.dataset.start) && time < Number(cue.dataset.end));
+element.addEventListener('timeupdate', (event) => {
+  if (!event.target.matches('.vx-episode-audio')) return;
+  const current = cueAt(event.target.currentTime);
+  element.querySelectorAll('.vx-cue.vx-now').forEach((cue) => {
+    if (cue !== current) { cue.classList.remove('vx-now'); cue.removeAttribute('aria-current'); }
+  });
+  if (current && !current.classList.contains('vx-now')) {
+    current.classList.add('vx-now');
+    current.setAttribute('aria-current', 'true');
+    const list = current.parentElement;
+    list.scrollTop = Math.max(0, current.offsetTop - list.clientHeight / 3);
+  }
+}, true);
+const playFrom = (seconds) => {
+  const audio = element.querySelector('.vx-episode-audio');
+  if (!audio) return;
+  audio.currentTime = seconds;
+  audio.play().catch(() => {});
+};
+element.addEventListener('click', (event) => {
+  const seek = event.target.closest('.vx-seek');
+  if (seek) playFrom(Number(seek.dataset.start));
+});
+watch('value', () => {
+  const focus = element.querySelector('.vx-cue[data-focus]');
+  const audio = element.querySelector('.vx-episode-audio');
+  if (!focus || !audio) return;
+  audio.addEventListener('loadedmetadata', () => playFrom(Number(focus.dataset.start)), {once: true});
+  audio.load();
+});
+"""
+
+# Segments heard while the job generates: when one ends, play the next, now or as soon as it arrives.
+SEGMENT_PLAYER_JS = """
+let waitingAfter = null;
+const playAfter = (index) => {
+  const next = element.querySelector(`.vx-segment[data-index="${index + 1}"] audio`);
+  if (next) { waitingAfter = null; next.play().catch(() => {}); } else { waitingAfter = index; }
+};
+element.addEventListener('ended', (event) => {
+  const item = event.target.closest('.vx-segment');
+  if (item) playAfter(Number(item.dataset.index));
+}, true);
+watch('value', () => { if (waitingAfter !== null) playAfter(waitingAfter); });
+"""

@@ -1,0 +1,20 @@
+"""What every screen of the studio needs: where the api is, where fetched files go, the bundled examples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webui.api_client import StudioApi
+from webui.examples import Examples
+from webui.files import StudioFiles
+
+
+@dataclass(frozen=True)
+class StudioContext:
+    api_url: str
+    files: StudioFiles
+    examples: Examples
+
+    def api(self, key: str | None) -> StudioApi:
+        """A client acting as the key typed in the page (None or blank: no key, for a single-user api)."""
+        return StudioApi(self.api_url, key)

@@ -1,0 +1,51 @@
+"""A finished job's files, fetched from the api for the Listen screen: audio, transcripts, chapters."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from api.schemas import JobView
+from webui.api_client import StudioApi
+from webui.files import StudioFiles, episode_file_name
+
+# What the player plays, of the formats a job has: the smallest that every browser plays first.
+_PLAYER_PREFERENCE = ("mp3", "opus", "ogg", "wav", "flac")
+
+
+@dataclass(frozen=True)
+class EpisodeFiles:
+    """Audio by format, transcripts, chapters (the file, and its data for the transcript on the page)."""
+
+    audio: dict[str, Path]
+    srt: Path
+    vtt: Path
+    chapters: Path
+    chapters_data: dict[str, Any]
+
+    @property
+    def all(self) -> list[Path]:
+        return [*self.audio.values(), self.srt, self.vtt, self.chapters]
+
+    @property
+    def playable(self) -> Path:
+        return next(self.audio[fmt] for fmt in (*_PLAYER_PREFERENCE, *self.audio) if fmt in self.audio)
+
+
+async def fetch_episode(api: StudioApi, files: StudioFiles, job: JobView) -> EpisodeFiles:
+    """Download a done job's files, named after its title, into the studio's folder for the job.
+
+    Fetched every time, not reused: a regenerated turn rewrites them.
+    """
+    assert job.outputs is not None, "only a done job has files"
+    folder = files.job_folder(job.id)
+    audio = {
+        audio_format: await api.download(url, folder / episode_file_name(job, audio_format))
+        for audio_format, url in job.outputs.audio.items()
+    }
+    srt = await api.download(job.outputs.srt, folder / episode_file_name(job, "srt"))
+    vtt = await api.download(job.outputs.vtt, folder / episode_file_name(job, "vtt"))
+    chapters = await api.download(job.outputs.chapters, folder / episode_file_name(job, "chapters.json"))
+    return EpisodeFiles(audio, srt, vtt, chapters, json.loads(chapters.read_text(encoding="utf-8")))

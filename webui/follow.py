@@ -1,0 +1,178 @@
+"""Following a job as it moves: queue position, progress and finished segments, from the api's events.
+
+`follow_job` turns the job's server-sent events into snapshots the Generate screen draws. It downloads each
+finished segment as soon as the api announces it, so the page can play the episode while the rest of it is
+generating. While the job waits in its queue it asks for the job every few seconds: the event stream
+announces state changes, not a queue position that moves because other jobs started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+
+from api.schemas import JobView
+from webui.api_client import JobEvent, StudioApi, StudioApiError
+from webui.files import StudioFiles
+
+FINAL_STATES = frozenset({"done", "failed", "cancelled"})
+_QUEUED_POLL_SECONDS = 2.0
+_PROGRESS_INTERVAL_SECONDS = 0.25  # at most four progress redraws a second
+
+
+@dataclass(frozen=True)
+class ProgressFigures:
+    """How far a job is: frames (7.5 a second of audio) and seconds of audio against the plan, and the ETA."""
+
+    frames_done: int
+    frames_planned: int
+    audio_seconds_done: float
+    audio_seconds_planned: float
+    segments_done: int
+    segments_total: int
+    eta_seconds: float | None
+
+    @classmethod
+    def of_job(cls, job: JobView) -> ProgressFigures:
+        progress = job.progress
+        return cls(
+            progress.frames_done,
+            progress.frames_planned,
+            progress.audio_seconds_done,
+            progress.audio_seconds_planned,
+            progress.segments_done,
+            progress.segments_total,
+            progress.eta_seconds,
+        )
+
+    def with_event(self, data: dict) -> ProgressFigures:
+        """These figures updated by a `progress` event (whose `segment` is the one being generated)."""
+        return replace(
+            self,
+            frames_done=int(data.get("frames_done", self.frames_done)),
+            frames_planned=int(data.get("frames_planned", self.frames_planned)),
+            audio_seconds_done=float(data.get("audio_seconds_done", self.audio_seconds_done)),
+            audio_seconds_planned=float(data.get("audio_seconds_planned", self.audio_seconds_planned)),
+            segments_total=int(data.get("segments", self.segments_total)),
+            eta_seconds=data.get("eta_seconds"),
+        )
+
+    @property
+    def fraction(self) -> float:
+        """Share of the planned frames done, 0..1 (a reading longer than planned stays at 1)."""
+        if self.frames_planned <= 0:
+            return 0.0
+        return min(1.0, self.frames_done / self.frames_planned)
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """The job as last seen, its progress, and its finished segments (index, URL in the browser) by index.
+
+    Segments may finish out of order: in `turns` mode the engine generates them side by side.
+    """
+
+    job: JobView
+    progress: ProgressFigures
+    segments: tuple[tuple[int, str], ...] = field(default=())
+
+    def with_segment(self, index: int, url: str) -> JobSnapshot:
+        return replace(self, segments=tuple(sorted({**dict(self.segments), index: url}.items())))
+
+    @property
+    def is_final(self) -> bool:
+        return self.job.state in FINAL_STATES
+
+
+async def follow_job(
+    api: StudioApi, files: StudioFiles, job_id: str, *, fetch_segments: bool = True
+) -> AsyncIterator[JobSnapshot]:
+    """Snapshots of the job from now until it ends; the last one is final (done, failed or cancelled).
+
+    A snapshot comes first, on every state change, on every finished segment (downloaded first, unless
+    `fetch_segments` is off), and for progress at most four times a second. Raises StudioApiError when the
+    api cannot be reached or loses the job.
+    """
+    events: asyncio.Queue[JobEvent | StudioApiError | None] = asyncio.Queue()
+    reader = asyncio.create_task(_read_events(api, job_id, events))
+    try:
+        job = await api.job(job_id)
+        stored = await _stored_segments(api, files, job) if fetch_segments else ()
+        snapshot = JobSnapshot(job, ProgressFigures.of_job(job), stored)
+        yield snapshot
+        last_progress = 0.0
+        while not snapshot.is_final:
+            try:
+                item = await asyncio.wait_for(events.get(), _QUEUED_POLL_SECONDS)
+            except TimeoutError:
+                if snapshot.job.state == "queued":
+                    job = await api.job(job_id)
+                    if job != snapshot.job:
+                        snapshot = replace(snapshot, job=job)
+                        yield snapshot
+                continue
+            if isinstance(item, StudioApiError):
+                raise item
+            if item is None:
+                snapshot = await _after_stream_ended(api, snapshot)
+                yield snapshot
+                return
+            if item.kind == "state":
+                job = JobView.model_validate(item.data)
+                snapshot = replace(snapshot, job=job, progress=ProgressFigures.of_job(job))
+                yield snapshot
+            elif item.kind == "segment" and fetch_segments:
+                index = int(item.data["index"])
+                url = await _fetch_segment(api, files, job_id, index, str(item.data["audio"]))
+                snapshot = snapshot.with_segment(index, url)
+                yield snapshot
+            elif item.kind == "progress":
+                snapshot = replace(snapshot, progress=snapshot.progress.with_event(item.data))
+                if snapshot.job.state == "queued":
+                    snapshot = replace(snapshot, job=snapshot.job.model_copy(update={"state": "running"}))
+                if time.monotonic() - last_progress >= _PROGRESS_INTERVAL_SECONDS:
+                    last_progress = time.monotonic()
+                    yield snapshot
+    finally:
+        reader.cancel()
+
+
+async def _read_events(api: StudioApi, job_id: str, events: asyncio.Queue[JobEvent | StudioApiError | None]) -> None:
+    """Move the job's events into `events`, then None when the stream ends (or the error that ended it)."""
+    try:
+        async for event in api.job_events(job_id):
+            await events.put(event)
+    except StudioApiError as error:
+        await events.put(error)
+        return
+    await events.put(None)
+
+
+async def _after_stream_ended(api: StudioApi, snapshot: JobSnapshot) -> JobSnapshot:
+    """The stream ends after a final state; if it ended early, the job as the api has it now."""
+    job = await api.job(snapshot.job.id)
+    if job.state not in FINAL_STATES:
+        raise StudioApiError("the connection to the job's progress was lost; open the job again from History")
+    return replace(snapshot, job=job, progress=ProgressFigures.of_job(job))
+
+
+async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> tuple[tuple[int, str], ...]:
+    """Segments a running job finished before we started following it (a reopened or resumed job)."""
+    if job.state != "running" or job.progress.segments_done == 0:
+        return ()
+    found = []
+    for index in range(job.progress.segments_total):
+        try:
+            path = f"/v1/jobs/{job.id}/segments/{index}/audio.wav"
+            found.append((index, await _fetch_segment(api, files, job.id, index, path)))
+        except StudioApiError:
+            continue  # not finished yet
+    return tuple(found)
+
+
+async def _fetch_segment(api: StudioApi, files: StudioFiles, job_id: str, index: int, path: str) -> str:
+    """Fetched on every event, not reused: a regenerated turn replaces a segment's audio."""
+    destination = await api.download(path, files.job_folder(job_id) / f"segment-{index:04d}.wav")
+    return files.url(destination)

@@ -1,0 +1,282 @@
+"""HTML for what the studio shows: the parsed script, errors at their line, progress, players, tables.
+
+Pure functions of the data they show, every text escaped, class names prefixed `vx-` (styled in
+`webui.assets`). The colours of speakers are the same on every screen: the first speaker is blue, and so on.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from api.schemas import JobView, QueueDepth, VoiceView
+from pipeline.plan import estimate_seconds
+from pipeline.script import Pause, Speaker, Turn
+from webui.follow import JobSnapshot, ProgressFigures
+from webui.script_preview import ScriptPreview
+
+SPEAKER_COLOURS = ("#2563eb", "#db2777", "#059669", "#d97706")
+_PREVIEW_TURNS = 400  # a 90-minute script has ~1,000 turns; the rest are counted, not drawn
+_SOURCE_CONTEXT_LINES = 2
+_STATE_LABELS = {
+    "queued": "Queued",
+    "running": "Generating",
+    "done": "Done",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
+
+
+def clock(seconds: float) -> str:
+    """Seconds as m:ss, or h:mm:ss from an hour."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _colour(index: int) -> str:
+    return SPEAKER_COLOURS[index % len(SPEAKER_COLOURS)]
+
+
+def field_error(message: str | None) -> str:
+    """An error shown under the field it concerns; empty when there is none."""
+    return f'<p class="vx-field-error" role="alert">{_e(message)}</p>' if message else ""
+
+
+def notice(message: str) -> str:
+    return f'<p class="vx-notice" role="status">{_e(message)}</p>'
+
+
+# --- Write -----------------------------------------------------------------------------------------------
+
+
+def script_preview_html(preview: ScriptPreview) -> str:
+    if preview.is_empty:
+        return '<div class="vx-preview vx-empty">Paste, type or upload a script, or load an example.</div>'
+    if preview.error is not None or preview.script is None:
+        assert preview.error is not None
+        return script_error_html(preview.text, preview.error.message, preview.error.line)
+    script = preview.script
+    turns = script.turns
+    counts = [sum(turn.speaker == index for turn in turns) for index in range(len(script.speakers))]
+    legend = "".join(
+        f'<span class="vx-chip" style="--vx-c:{_colour(index)}">{_e(speaker.name)} · {count} '
+        f"turn{'s' if count != 1 else ''}</span>"
+        for index, (speaker, count) in enumerate(zip(script.speakers, counts, strict=True))
+    )
+    items = [_preview_item(item, script.speakers) for item in script.items[:_PREVIEW_TURNS]]
+    hidden = len(script.items) - _PREVIEW_TURNS
+    if hidden > 0:
+        items.append(f'<li class="vx-more">… and {hidden} more</li>')
+    return (
+        '<div class="vx-preview" data-state="ok">'
+        f'<p class="vx-summary"><b>{len(turns)}</b> turn{"s" if len(turns) != 1 else ""} · '
+        f"<b>{len(script.speakers)}</b> speaker{'s' if len(script.speakers) != 1 else ''} · "
+        f'about <b class="vx-duration">{clock(preview.estimated_seconds)}</b> of audio</p>'
+        f'<div class="vx-legend">{legend}</div>'
+        f'<ol class="vx-turns">{"".join(items)}</ol></div>'
+    )
+
+
+def _preview_item(item: Turn | Pause, speakers: Sequence[Speaker]) -> str:
+    if isinstance(item, Pause):
+        return f'<li class="vx-pause">pause {item.seconds:g} s <span class="vx-meta">line {item.line}</span></li>'
+    return (
+        f'<li class="vx-turn" style="--vx-c:{_colour(item.speaker)}" data-speaker="{item.speaker + 1}">'
+        f'<span class="vx-who">{_e(speakers[item.speaker].name)}</span>'
+        f'<span class="vx-meta">line {item.line} · ~{estimate_seconds(item.text):.0f} s</span>'
+        f"<p>{_e(item.text)}</p></li>"
+    )
+
+
+def script_error_html(text: str, message: str, line: int | None) -> str:
+    """The error, and when it has a line, the script around that line with the line marked."""
+    where = f"<b>Line {line}:</b> " if line is not None else ""
+    parts = [
+        f'<div class="vx-preview vx-script-error" data-state="error" role="alert">'
+        f'<p class="vx-error-message">{where}{_e(message)}</p>'
+    ]
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").removesuffix("\n").split("\n")
+    if line is not None and 1 <= line <= len(lines):
+        first = max(1, line - _SOURCE_CONTEXT_LINES)
+        last = min(len(lines), line + _SOURCE_CONTEXT_LINES)
+        rows = []
+        for number in range(first, last + 1):
+            marked = ' class="vx-bad-line" aria-current="true"' if number == line else ""
+            rows.append(
+                f'<li{marked} data-line="{number}"><span class="vx-line-number">{number}</span>'
+                f"<code>{_e(lines[number - 1]) or '&nbsp;'}</code></li>"
+            )
+        parts.append(f'<ol class="vx-source">{"".join(rows)}</ol>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+# --- Cast ------------------------------------------------------------------------------------------------
+
+
+def speaker_header_html(index: int, speaker: Speaker, turns: int) -> str:
+    return (
+        f'<div class="vx-speaker-head" style="--vx-c:{_colour(index)}">'
+        f'<span class="vx-dot"></span><b>{_e(speaker.name)}</b>'
+        f'<span class="vx-meta">{turns} turn{"s" if turns != 1 else ""}</span></div>'
+    )
+
+
+def voices_html(voices: Sequence[VoiceView]) -> str:
+    if not voices:
+        return '<p class="vx-empty">No voices yet: add an example voice or upload a recording below.</p>'
+    rows = "".join(
+        f"<tr><td>{_e(voice.name)}</td><td>{voice.seconds:.1f} s{' (trimmed)' if voice.trimmed else ''}</td>"
+        f"<td>{voice.original_sample_rate // 1000} kHz</td></tr>"
+        for voice in voices
+    )
+    return (
+        '<div class="vx-table-wrap"><table class="vx-table vx-voices"><thead><tr><th>Voice</th><th>Length</th>'
+        f"<th>Recorded at</th></tr></thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
+# --- Generate --------------------------------------------------------------------------------------------
+
+
+def job_progress_html(snapshot: JobSnapshot) -> str:
+    job, progress = snapshot.job, snapshot.progress
+    head = (
+        f'<div class="vx-job" data-state="{_e(job.state)}" data-job="{_e(job.id)}">'
+        f'<p class="vx-job-head">{state_badge(job.state)} <b>{_e(job.title or "Untitled episode")}</b> '
+        f'<code class="vx-id">{_e(job.id[:8])}</code></p>'
+    )
+    if job.state == "queued":
+        where = f"number {job.position} in the {job.queue} queue" if job.position else f"in the {job.queue} queue"
+        body = f'<p class="vx-queue-position">Waiting: {where}.</p>'
+    else:
+        body = _progress_bar(progress, job.state, len(snapshot.segments))
+    if job.state == "failed":
+        body += field_error(job.error or "the job failed")
+    if job.state == "cancelled":
+        body += '<p class="vx-meta">Cancelled. Segments already made are kept; an admin can retry the job.</p>'
+    return head + body + "</div>"
+
+
+def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) -> str:
+    percent = 100 if state == "done" else round(progress.fraction * 100)
+    figures = [
+        f'<span class="vx-audio-done">{clock(progress.audio_seconds_done)} of about '
+        f"{clock(progress.audio_seconds_planned)} of audio</span>",
+        f"{percent}%",
+    ]
+    if progress.segments_total:
+        figures.append(f"{max(segments_ready, progress.segments_done)} of {progress.segments_total} segments ready")
+    if state == "running" and progress.eta_seconds is not None:
+        figures.append(f'<span class="vx-eta">about {clock(progress.eta_seconds)} left</span>')
+    return (
+        f'<div class="vx-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="{percent}">'
+        f'<div style="width:{percent}%"></div></div><p class="vx-figures">{" · ".join(figures)}</p>'
+    )
+
+
+def state_badge(state: str) -> str:
+    return f'<span class="vx-state vx-state-{_e(state)}">{_e(_STATE_LABELS.get(state, state))}</span>'
+
+
+def segments_html(segments: Sequence[tuple[int, str]]) -> str:
+    """Finished segments, each playable; the page's script plays the next one when one ends."""
+    if not segments:
+        return ""
+    items = "".join(
+        f'<li class="vx-segment" data-index="{index}"><span>Part {index + 1}</span>'
+        f'<audio controls preload="metadata" src="{_e(url)}"></audio></li>'
+        for index, url in segments
+    )
+    return f'<div class="vx-segments"><p class="vx-meta">Listen while it generates:</p><ol>{items}</ol></div>'
+
+
+# --- Finish ----------------------------------------------------------------------------------------------
+
+
+def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_turn: int | None = None) -> str:
+    """The episode's player, its chapters and its transcript; the page's script highlights the turn playing.
+
+    `focus_turn` (a turn's `index` in chapters.json) marks the turn the player starts from, e.g. one just
+    regenerated.
+    """
+    turns = chapters.get("turns", [])
+    focus = next((n for n, turn in enumerate(turns) if turn.get("index") == focus_turn), None)
+    speakers = list(dict.fromkeys(str(turn.get("speaker", "")) for turn in turns))
+    chapter_items = "".join(
+        f'<li><button type="button" class="vx-seek" data-start="{float(chapter["start"]):.3f}">'
+        f"{clock(float(chapter['start']))} {_e(chapter.get('title', ''))}</button></li>"
+        for chapter in chapters.get("chapters", [])
+    )
+    cues = "".join(
+        f'<li class="vx-cue" data-index="{_e(turn.get("index", n))}" data-start="{float(turn["start"]):.3f}" '
+        f'data-end="{float(turn["end"]):.3f}"{" data-focus" if n == focus else ""} '
+        f'style="--vx-c:{_colour(speakers.index(str(turn.get("speaker", ""))))}">'
+        f'<button type="button" class="vx-seek" data-start="{float(turn["start"]):.3f}">'
+        f"{clock(float(turn['start']))}</button>"
+        f'<span class="vx-who">{_e(turn.get("speaker", ""))}</span><p>{_e(turn.get("text", ""))}</p></li>'
+        for n, turn in enumerate(turns)
+    )
+    chapter_list = f'<details class="vx-chapters"><summary>Chapters</summary><ol>{chapter_items}</ol></details>'
+    return (
+        f'<div class="vx-episode" data-job="{_e(job.id)}">'
+        f'<p class="vx-job-head">{state_badge(job.state)} <b>{_e(job.title or "Untitled episode")}</b> · '
+        f"{clock(job.audio_seconds or 0)}</p>"
+        f'<audio class="vx-episode-audio" controls preload="metadata" src="{_e(audio_url)}"></audio>'
+        f"{chapter_list if chapter_items else ''}"
+        f'<ol class="vx-transcript" aria-label="Transcript">{cues}</ol></div>'
+    )
+
+
+# --- History and Admin -----------------------------------------------------------------------------------
+
+
+def jobs_table_html(jobs: Sequence[JobView], *, admin: bool) -> str:
+    if not jobs:
+        return '<p class="vx-empty">No jobs yet.</p>'
+    owner_head = "<th>Owner</th><th>Queue</th><th>Priority</th>" if admin else ""
+    rows = []
+    for job in jobs:
+        progress = ProgressFigures.of_job(job)
+        percent = 100 if job.state == "done" else round(progress.fraction * 100)
+        owner = f"<td>key {job.owner_id}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>" if admin else ""
+        length = clock(job.audio_seconds) if job.audio_seconds else f"~{clock(progress.audio_seconds_planned)}"
+        rows.append(
+            f'<tr data-job="{_e(job.id)}" data-state="{_e(job.state)}"><td>{_e(job.title or "Untitled")}</td>'
+            f"<td>{state_badge(job.state)}</td><td>{percent}%</td><td>{length}</td>{owner}"
+            f"<td>{_when(job.created_at)}</td><td><code>{_e(job.id[:8])}</code></td></tr>"
+        )
+    return (
+        '<div class="vx-table-wrap"><table class="vx-table vx-jobs"><thead><tr><th>Title</th><th>State</th>'
+        f"<th>Progress</th><th>Audio</th>{owner_head}<th>Created</th><th>Id</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def job_choice_label(job: JobView, *, admin: bool = False) -> str:
+    owner = f" · key {job.owner_id}" if admin else ""
+    return f"{job.title or 'Untitled'} · {_STATE_LABELS.get(job.state, job.state)}{owner} · {job.id[:8]}"
+
+
+def queues_html(queues: Sequence[QueueDepth]) -> str:
+    rows = "".join(
+        f'<tr data-queue="{_e(queue.queue)}"><td>{_e(queue.queue)}</td><td>{queue.queued}</td><td>{queue.running}</td>'
+        f"<td>{'-' if queue.waiting_in_broker is None else queue.waiting_in_broker}</td></tr>"
+        for queue in queues
+    )
+    return (
+        '<div class="vx-table-wrap"><table class="vx-table vx-queues"><thead><tr><th>Queue</th><th>Queued</th>'
+        f"<th>Running</th><th>Messages in Redis</th></tr></thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _when(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,1 @@
+"""One module per screen of the studio: each builds its components and holds the handlers behind them."""

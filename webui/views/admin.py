@@ -1,0 +1,104 @@
+"""Admin (admin keys only): every job across users with state, owner and progress; queue depth; cancel,
+retry and re-prioritise. The tab shows only for a key the api accepts on its admin routes, and every action
+goes to those routes, so the api, not the page, decides who is an admin."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from api.schemas import JobView
+from webui.api_client import StudioApi, StudioApiError
+from webui.context import StudioContext
+from webui.render import field_error, job_choice_label, jobs_table_html, notice, queues_html
+
+STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
+                 ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AdminView:
+    tab: gr.Tab
+    refresh: gr.Button
+    state: gr.Dropdown
+    queues: gr.HTML
+    table: gr.HTML
+    job: gr.Dropdown
+    cancel: gr.Button
+    retry: gr.Button
+    priority: gr.Slider
+    set_priority: gr.Button
+    problem: gr.HTML
+
+    @property
+    def listing(self) -> list[Any]:
+        return [self.queues, self.table, self.job, self.problem]
+
+
+def build_admin(tab: gr.Tab) -> AdminView:
+    with gr.Row(equal_height=False):
+        state = gr.Dropdown(STATE_FILTERS, value="", label="Show", scale=2, min_width=160, elem_id="admin-state")
+        refresh = gr.Button("Refresh", size="sm", scale=1, min_width=80, elem_id="admin-refresh")
+    queues = gr.HTML(elem_id="admin-queues")
+    table = gr.HTML(elem_id="admin-table")
+    with gr.Row(equal_height=False):
+        job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="admin-job")
+        cancel = gr.Button("Cancel", size="sm", variant="stop", scale=1, min_width=80, elem_id="admin-cancel")
+        retry = gr.Button("Retry", size="sm", scale=1, min_width=80, elem_id="admin-retry")
+    with gr.Row(equal_height=False):
+        priority = gr.Slider(0, 9, value=5, step=1, label="Priority (9 runs first)", scale=3, elem_id="admin-priority")
+        set_priority = gr.Button("Set priority", size="sm", scale=1, min_width=80, elem_id="admin-set-priority")
+    problem = gr.HTML(elem_id="admin-problem")
+    return AdminView(tab, refresh, state, queues, table, job, cancel, retry, priority, set_priority, problem)
+
+
+async def admin_listing(view: AdminView, api: StudioApi, state: str | None) -> dict[Any, Any]:
+    """Queue depth and the jobs (newest first, of one state or all), or why they cannot be shown."""
+    try:
+        queues = await api.admin_queues()
+        jobs = await api.admin_jobs(state or None)
+    except StudioApiError as error:
+        return {view.problem: field_error(error.message)}
+    return {
+        view.queues: queues_html(queues),
+        view.table: jobs_table_html(jobs, admin=True),
+        view.job: gr.update(choices=[(job_choice_label(job, admin=True), job.id) for job in jobs]),
+        view.problem: "",
+    }
+
+
+def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None:
+    async def refresh(api_key: str, state: str) -> dict[Any, Any]:
+        return await admin_listing(view, context.api(api_key), state)
+
+    for trigger in (view.refresh.click, view.tab.select, view.state.input):
+        trigger(refresh, inputs=[key, view.state], outputs=view.listing)
+
+    def action(
+        run: Callable[[StudioApi, str, int], Awaitable[JobView]], done: str
+    ) -> Callable[[str, str, str | None, float], Awaitable[dict[Any, Any]]]:
+        async def act(api_key: str, state: str, job_id: str | None, priority: float) -> dict[Any, Any]:
+            if not job_id:
+                return {view.problem: field_error("pick a job first")}
+            api = context.api(api_key)
+            try:
+                job = await run(api, job_id, int(priority))
+            except StudioApiError as error:
+                return {view.problem: field_error(error.message)}
+            return await admin_listing(view, api, state) | {view.problem: notice(done.format(job=job))}
+
+        return act
+
+    inputs = [key, view.state, view.job, view.priority]
+    cancel = action(lambda api, job_id, _: api.admin_cancel(job_id), "Job {job.id:.8} is {job.state}.")
+    retry = action(lambda api, job_id, _: api.admin_retry(job_id), "Job {job.id:.8} is queued again.")
+    prioritise = action(
+        lambda api, job_id, priority: api.admin_set_priority(job_id, priority),
+        "Job {job.id:.8} now has priority {job.priority}.",
+    )
+    view.cancel.click(cancel, inputs=inputs, outputs=view.listing)
+    view.retry.click(retry, inputs=inputs, outputs=view.listing)
+    view.set_priority.click(prioritise, inputs=inputs, outputs=view.listing)

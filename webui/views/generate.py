@@ -1,0 +1,202 @@
+"""Generate: mode, quality and formats; submit; queue position, progress, and listening while it generates.
+
+Submitting checks locally what the page can (a script that parses, names, a voice for every speaker), then
+posts the job and follows it. Whatever the api rejects comes back as problems naming a field; each is
+shown beside that field, on its screen, and the page switches to the first screen with a problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from pydantic import ValidationError
+
+from api.schemas import GenerationParams, JobOptions
+from pipeline.script import Script
+from webui.api_client import FieldProblem, StudioApiError
+from webui.assets import SEGMENT_PLAYER_JS
+from webui.context import StudioContext
+from webui.render import field_error, notice, script_error_html
+from webui.script_preview import SpeakerNameError, preview_script, script_text_to_send
+from webui.views.screens import Screens, follow_updates
+
+AUDIO_FORMATS = ("wav", "mp3", "opus", "flac", "ogg")
+_DEFAULTS = GenerationParams()
+_OPTION_FIELDS = ("settings", "formats", "mode", "title", "queue", "priority")
+
+
+@dataclass(frozen=True)
+class GenerateView:
+    title: gr.Textbox
+    mode: gr.Radio
+    formats: gr.CheckboxGroup
+    cfg_scale: gr.Slider
+    diffusion_steps: gr.Slider
+    seed: gr.Number
+    settings_problem: gr.HTML
+    submit: gr.Button
+    cancel: gr.Button
+    problem: gr.HTML
+    progress: gr.HTML
+    segments: gr.HTML
+    job: gr.State  # id of the job this page follows
+
+
+def build_generate() -> GenerateView:
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300):
+            title = gr.Textbox(label="Title", placeholder="Untitled episode", max_length=200, elem_id="title")
+            mode = gr.Radio(
+                [("Whole script: the best flow between speakers", "whole"), ("Turn by turn: exact timings", "turns")],
+                value="whole",
+                label="Mode",
+                elem_id="mode",
+            )
+            formats = gr.CheckboxGroup(
+                list(AUDIO_FORMATS), value=["wav", "mp3"], label="Audio formats", elem_id="formats"
+            )
+        with gr.Column(scale=1, min_width=300):
+            cfg_scale = gr.Slider(
+                1.0, 3.0, value=_DEFAULTS.cfg_scale, step=0.05, label="CFG scale",
+                info="how closely speech follows the voice and text (1.3 is VibeVoice's default)", elem_id="cfg-scale",
+            )  # fmt: skip
+            diffusion_steps = gr.Slider(
+                1, 50, value=_DEFAULTS.diffusion_steps, step=1, label="Diffusion steps",
+                info="more is finer and slower (10 is VibeVoice's default)", elem_id="diffusion-steps",
+            )  # fmt: skip
+            seed = gr.Number(
+                value=_DEFAULTS.seed, precision=0, minimum=0, maximum=2**31 - 1, label="Seed",
+                info="the same seed and inputs give the same episode", elem_id="seed",
+            )  # fmt: skip
+    settings_problem = gr.HTML(elem_id="settings-problem")
+    with gr.Row():
+        submit = gr.Button("Generate", variant="primary", elem_id="generate")
+        cancel = gr.Button("Cancel this job", variant="stop", elem_id="cancel-job")
+    problem = gr.HTML(elem_id="generate-problem")
+    progress = gr.HTML(elem_id="job-progress")
+    segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
+    return GenerateView(
+        title, mode, formats, cfg_scale, diffusion_steps, seed, settings_problem, submit, cancel, problem,
+        progress, segments, gr.State(None),
+    )  # fmt: skip
+
+
+def wire_generate(screens: Screens, context: StudioContext) -> None:
+    view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
+    rows = cast.rows
+    inputs = {
+        screens.key, write.script, view.title, view.mode, view.formats, view.cfg_scale, view.diffusion_steps, view.seed,
+        *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows),
+    }  # fmt: skip
+    outputs = [
+        screens.tabs, write.problem, cast.problem, *(row.problem for row in rows), view.settings_problem, view.problem,
+        view.progress, view.segments, view.job, finish.episode, finish.downloads, finish.problem, finish.status,
+        finish.turn, finish.job,
+    ]  # fmt: skip
+
+    async def submit(values: dict[Any, Any]) -> AsyncIterator[dict[Any, Any]]:
+        cleared = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
+        cleared |= {row.problem: "" for row in rows}
+        submission = _submission(screens, values)
+        if isinstance(submission, dict):
+            yield cleared | submission
+            return
+        script_text, script, options, uploads = submission
+        api = context.api(values[screens.key])
+        try:
+            job = await api.submit_job(script_text, options, uploads)
+        except StudioApiError as error:
+            yield cleared | _problems_shown(screens, error, script_text, script)
+            return
+        yield cleared | {view.job: job.id, view.segments: ""}
+        async for update in follow_updates(screens, context, values[screens.key], job.id):
+            yield update
+
+    view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden")
+
+    async def cancel(key: str, job_id: str | None) -> str:
+        if not job_id:
+            return field_error("no job to cancel: generate one first")
+        try:
+            job = await context.api(key).cancel_job(job_id)
+        except StudioApiError as error:
+            return field_error(error.message)
+        return notice("Cancelled." if job.state == "cancelled" else "Cancelling: the job stops within a step.")
+
+    view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=view.problem)
+
+
+def _submission(
+    screens: Screens, values: dict[Any, Any]
+) -> tuple[str, Script, JobOptions, dict[str, Path]] | dict[Any, Any]:
+    """The job to send, or the updates that show why there is none yet."""
+    write, cast, view = screens.write, screens.cast, screens.generate
+    preview = preview_script(values[write.script] or "")
+    if preview.script is None:
+        message = "write or load a script first" if preview.is_empty else "fix the script first: see the preview"
+        return {write.problem: field_error(message), screens.tabs: gr.Tabs(selected="write")}
+    try:
+        text, script = script_text_to_send(preview, [values[row.name] for row in cast.rows])
+    except SpeakerNameError as error:
+        return {cast.rows[error.index].problem: field_error(error.message), screens.tabs: gr.Tabs(selected="cast")}
+    voices: dict[str, str] = {}
+    uploads: dict[str, Path] = {}
+    missing: dict[Any, Any] = {}
+    for row, speaker in zip(cast.rows, script.speakers, strict=False):
+        if values[row.upload]:
+            uploads[speaker.key] = Path(values[row.upload])
+        elif values[row.voice]:
+            voices[speaker.key] = values[row.voice]
+        else:
+            missing[row.problem] = field_error(f"{speaker.name} needs a voice: pick one from the library or upload one")
+    if missing:
+        return missing | {screens.tabs: gr.Tabs(selected="cast")}
+    if not values[view.formats]:
+        return {view.settings_problem: field_error("choose at least one audio format")}
+    try:
+        options = JobOptions(
+            voices=voices,
+            mode=values[view.mode],
+            formats=values[view.formats],
+            settings=GenerationParams(
+                cfg_scale=values[view.cfg_scale],
+                diffusion_steps=int(values[view.diffusion_steps]),
+                seed=int(values[view.seed] or 0),
+            ),
+            title=(values[view.title] or "").strip() or None,
+        )
+    except ValidationError as error:
+        messages = [f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors()]
+        return {view.settings_problem: field_error("; ".join(messages))}
+    return text, script, options, uploads
+
+
+def _problems_shown(screens: Screens, error: StudioApiError, script_text: str, script: Script) -> dict[Any, Any]:
+    """Each problem the api named beside its field, and the first screen with one selected."""
+    updates: dict[Any, Any] = {}
+    screens_with_problems: list[str] = []
+    for problem in error.problems or (FieldProblem("", error.message),):
+        component, screen, shown = _place_of(screens, problem, script_text, script)
+        updates[component] = updates.get(component, "") + shown
+        screens_with_problems.append(screen)
+    first = next(screen for screen in ("write", "cast", "generate") if screen in screens_with_problems)
+    return updates | {screens.tabs: gr.Tabs(selected=first)}
+
+
+def _place_of(screens: Screens, problem: FieldProblem, script_text: str, script: Script) -> tuple[Any, str, str]:
+    """Where a problem is shown: (component, screen id, its HTML)."""
+    root, _, rest = problem.field.partition(".")
+    if root == "script":
+        return screens.write.problem, "write", script_error_html(script_text, problem.message, problem.line)
+    if root == "voices":
+        for row, speaker in zip(screens.cast.rows, script.speakers, strict=False):
+            if rest and rest.casefold() in (speaker.key.casefold(), speaker.name.casefold()):
+                return row.problem, "cast", field_error(problem.message)
+        return screens.cast.problem, "cast", field_error(problem.message)
+    if root in _OPTION_FIELDS:
+        return screens.generate.settings_problem, "generate", field_error(problem.message)
+    return screens.generate.problem, "generate", field_error(problem.message)
