@@ -12,6 +12,7 @@ import httpx
 import pytest
 import soundfile as sf
 
+from tests.service_client import read_events, upload_voice, wait_for
 from tests.synthetic_audio import voice_like
 
 SCRIPT = "Alice: Welcome to the show, everyone.\nBob: Thanks, Alice. Happy to be here.\n[pause: 1s]\nAlice: Let's go.\n"
@@ -41,40 +42,9 @@ def alice_voice(alice: httpx.Client, voice_wav: Path) -> str:
     return upload_voice(alice, voice_wav, "studio voice")
 
 
-def upload_voice(client: httpx.Client, path: Path, name: str) -> str:
-    with path.open("rb") as handle:
-        response = client.post("/v1/voices", data={"name": name}, files={"file": (path.name, handle, "audio/wav")})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
 def submit(client: httpx.Client, script: str, voice: str, **options: object) -> httpx.Response:
     body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "settings": FAST, **options}
     return client.post("/v1/jobs", json=body)
-
-
-def wait_for(client: httpx.Client, job_id: str, states: set[str], timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["state"] in states:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} never reached {states}; last: {job}")
-
-
-def read_events(client: httpx.Client, job_id: str) -> list[tuple[str, dict]]:
-    events = []
-    with client.stream("GET", f"/v1/jobs/{job_id}/events", timeout=120) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        name = None
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                events.append((name, json.loads(line.removeprefix("data: "))))
-    return events
 
 
 def test_submit_follow_progress_and_download_every_format(alice: httpx.Client, alice_voice: str) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from core.models import Job, JobSegment
 from tests.conftest import free_port
-from tests.test_service_api import upload_voice, wait_for
+from tests.service_client import upload_voice, wait_for
 from workers.sweeper import job_ids_in_broker
 
 SCRIPT = "".join(

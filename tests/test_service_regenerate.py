@@ -5,8 +5,6 @@ transcript and chapters are rebuilt from the stored segments."""
 from __future__ import annotations
 
 import io
-import json
-import time
 from pathlib import Path
 
 import httpx
@@ -15,6 +13,7 @@ import soundfile as sf
 from sqlalchemy import select
 
 from core.models import Job, JobSegment
+from tests.service_client import read_events, wait_for
 
 FAST = {"diffusion_steps": 2, "seed": 3}
 # turns mode: three segments (one per turn) and a 1 s pause between the second and the third.
@@ -57,29 +56,6 @@ def finished_job(client: httpx.Client, script: str, voice: str, **options: objec
     return job
 
 
-def wait_for(client: httpx.Client, job_id: str, states: set[str], timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["state"] in states:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} never reached {states}; last: {job}")
-
-
-def events_until_final(client: httpx.Client, job_id: str) -> list[tuple[str, dict]]:
-    events = []
-    with client.stream("GET", f"/v1/jobs/{job_id}/events", timeout=120) as response:
-        assert response.status_code == 200
-        name = None
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                events.append((name, json.loads(line.removeprefix("data: "))))
-    return events
-
-
 def segment_files(stack, job_id: str) -> dict[int, tuple[bytes, int]]:  # type: ignore[no-untyped-def]
     """Each stored segment's audio bytes and modification time (ns), by index."""
     folder = stack.root / "data" / "jobs" / job_id / "segments"
@@ -119,7 +95,7 @@ def test_a_new_seed_regenerates_only_that_turns_segment(stack, alice: httpx.Clie
     assert queued["segments"] == [{"index": 1, "seed": 1234}]
     assert queued["job"]["state"] in ("queued", "running") and queued["job"]["outputs"] is None
 
-    events = events_until_final(alice, job_id)
+    events = read_events(alice, job_id)
     assert events[-1][0] == "state" and events[-1][1]["state"] == "done", events[-1]
     assert [data["index"] for name, data in events if name == "segment"] == [1]
     assert any(name == "progress" for name, _ in events)
