@@ -13,7 +13,7 @@ import soundfile as sf
 from sqlalchemy import select
 
 from core.models import Job, JobSegment
-from tests.service_client import read_events, wait_for
+from tests.service_client import read_events, upload_voice, wait_for
 
 FAST = {"diffusion_steps": 2, "seed": 3}
 # turns mode: three segments (one per turn) and a 1 s pause between the second and the third.
@@ -41,10 +41,7 @@ def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def voice(alice: httpx.Client, voice_wav: Path) -> str:
-    with voice_wav.open("rb") as handle:
-        response = alice.post("/v1/voices", data={"name": "host"}, files={"file": ("voice.wav", handle, "audio/wav")})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
+    return upload_voice(alice, voice_wav, "host")
 
 
 def finished_job(client: httpx.Client, script: str, voice: str, **options: object) -> dict:
