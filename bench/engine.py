@@ -171,9 +171,8 @@ def run_hf_static(loaded: LoadedModel, work: list, batch: int, token_cfg_pass: b
     return timelines
 
 
-def run_engine(loaded: LoadedModel, work: list, config: EngineConfig) -> list[Timeline]:
+def run_engine(engine: Engine, work: list) -> list[Timeline]:
     """Requests are submitted at their arrival times while this thread steps the engine."""
-    engine = Engine(loaded, config)
     timelines = [Timeline(arrival) for arrival, _ in work]
     handles = []
     pending = list(range(len(work)))
@@ -188,7 +187,7 @@ def run_engine(loaded: LoadedModel, work: list, config: EngineConfig) -> list[Ti
             for event in handle.drain():
                 if event.kind is EventKind.AUDIO:
                     timelines[index].frames.append(_since(start))
-    _synchronize(loaded.device)
+    _synchronize(engine.loaded.device)
     return timelines
 
 
@@ -256,6 +255,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--token-cfg-pass", action="store_true", help="keep transformers' third LM pass, as shipped")
     parser.add_argument("--paths", default="hf_sequential,hf_static,engine")
     parser.add_argument("--audio-seconds", default="2,20", help="shortest,longest audio per request (seconds)")
+    parser.add_argument(
+        "--fixed-shapes", choices=["auto", "on", "off"], default="auto", help="engine decode step (auto: on a GPU)"
+    )
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="run the fixed-shape step eagerly on a GPU")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
@@ -271,26 +274,51 @@ def main(argv: list[str] | None = None) -> dict:
     work = workload(args.concurrency, args.arrivals, args.rate, args.seed, (shortest, longest))
     work = [(arrival, _with_steps(request, args.diffusion_steps)) for arrival, request in work]
     policy = args.policy or ("online" if args.arrivals == "poisson" else "offline")
-    context = max(prompt_inputs(loaded, r.text, r.voices).length + r.max_frames for _, r in work) + 8
-    config = EngineConfig(slots=args.slots or args.concurrency, max_context=context, policy=policy)
+    prompt_tokens = [prompt_inputs(loaded, r.text, r.voices).length for _, r in work]
+    context = max(tokens + r.max_frames for tokens, (_, r) in zip(prompt_tokens, work, strict=True)) + 8
+    fixed_shapes = {"auto": None, "on": True, "off": False}[args.fixed_shapes]
+    config = EngineConfig(
+        slots=args.slots or args.concurrency,
+        max_context=context,
+        policy=policy,
+        fixed_shapes=fixed_shapes,
+        cuda_graphs=not args.no_cuda_graphs,
+    )
     print(
         f"# size={args.size} device={device} dtype={str(dtype).removeprefix('torch.')} requests={len(work)} "
-        f"arrivals={args.arrivals} policy={policy} audio={sum(r.max_frames for _, r in work) * FRAME_SECONDS:.1f}s",
+        f"arrivals={args.arrivals} policy={policy} audio={sum(r.max_frames for _, r in work) * FRAME_SECONDS:.1f}s "
+        f"prompt tokens mean={statistics.mean(prompt_tokens):.0f}",
         flush=True,
     )
     paths = {
         "hf_sequential": lambda: run_hf_sequential(loaded, work, args.token_cfg_pass),
         "hf_static": lambda: run_hf_static(loaded, work, args.batch or args.concurrency, args.token_cfg_pass),
-        "engine": lambda: run_engine(loaded, work, config),
+        "engine": lambda: run_engine(engine, work),
     }
-    figures = {name: measure(name, device, paths[name]) for name in args.paths.split(",")}
+    names = args.paths.split(",")
+    engine_setup: dict = {}
+    if "engine" in names:
+        started = time.perf_counter()
+        engine = Engine(loaded, config)
+        graphs = engine.warm_up(args.diffusion_steps)
+        engine_setup = {
+            "fixed_shapes": engine.runner.fixed_shapes,
+            "cuda_graphs": graphs,
+            "warm_up_s": time.perf_counter() - started,
+        }
+        print(f"# engine: {engine_setup}", flush=True)
+    figures = {name: measure(name, device, paths[name]) for name in names}
     results: dict = {name: asdict(value) for name, value in figures.items()}
     for reference in ("hf_sequential", "hf_static"):
         if "engine" in figures and reference in figures:
             ratio = figures["engine"].rtf / figures[reference].rtf
             results[f"engine_vs_{reference}"] = ratio
             print(f"engine / {reference}: {ratio:.2f}x real-time factor", flush=True)
-    results["setup"] = {k: str(v) for k, v in vars(args).items()} | {"policy": policy}
+    results["setup"] = {k: str(v) for k, v in vars(args).items()} | {
+        "policy": policy,
+        "prompt_tokens_mean": statistics.mean(prompt_tokens),
+        "engine": engine_setup,
+    }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))

@@ -95,6 +95,22 @@ def solver_schedule(steps: int) -> SolverSchedule:
     )
 
 
+_CONSTANT_NAMES = ("timesteps", "alpha", "sigma", "sample_coef", "x0_coef", "history_coef")
+
+
+@lru_cache(maxsize=64)
+def _device_constants(steps: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """The schedule's constants as float32 tensors on `device`, made once.
+
+    Copying them per call would put a host-to-device copy inside every frame, which a CUDA graph cannot
+    capture; made once, a captured sampling loop only reads them.
+    """
+    schedule = solver_schedule(steps)
+    return {
+        name: torch.as_tensor(getattr(schedule, name), device=device, dtype=torch.float32) for name in _CONSTANT_NAMES
+    }
+
+
 def sample_with_guidance(
     head: nn.Module,
     positive: torch.Tensor,
@@ -109,12 +125,8 @@ def sample_with_guidance(
     the positive and negative conditions as one batch of 2n rows, as in transformers' `generate()`.
     Returns the clean latents [n, latent] in the dtype of `noise`.
     """
-    schedule = solver_schedule(steps)
     device, dtype = noise.device, noise.dtype
-    constants = {
-        name: torch.as_tensor(getattr(schedule, name), device=device, dtype=torch.float32)
-        for name in ("timesteps", "alpha", "sigma", "sample_coef", "x0_coef", "history_coef")
-    }
+    constants = _device_constants(steps, device)
     condition = torch.cat([positive, negative], dim=0)
     scale = guidance.to(device=device, dtype=torch.float32).unsqueeze(-1)
     rows = noise.shape[0]

@@ -2,7 +2,8 @@
 
 Float32 on the CPU with a tiny checkpoint. Each test mixes requests of different prompt and output
 lengths, seeds and settings, joining and leaving the batch at different steps, and checks every one of
-them against the reference run alone.
+them against the reference run alone, through the eager step and through the fixed-shape step (the one
+CUDA graphs replay on a GPU; here it runs eagerly, the same arithmetic at padded shapes).
 """
 
 from __future__ import annotations
@@ -23,6 +24,21 @@ from tests.synthetic_audio import voice_like
 
 AUDIO_TOLERANCE = 1e-4
 LATENT_TOLERANCE = 1e-5
+
+
+@pytest.fixture(params=[False, True], ids=["eager", "fixed"])
+def fixed_shapes(request: pytest.FixtureRequest) -> bool:
+    return request.param
+
+
+_references: dict[int, tuple[SegmentRequest, SegmentAudio]] = {}
+
+
+def reference(tiny: LoadedModel, request: SegmentRequest) -> SegmentAudio:
+    """`generate()` for the request alone, run once per request object (both step kinds compare with it)."""
+    if id(request) not in _references:
+        _references[id(request)] = (request, reference_generate_segment(tiny, request))
+    return _references[id(request)][1]
 
 
 @pytest.fixture(scope="module")
@@ -91,23 +107,29 @@ def assert_same(engine_result: SegmentAudio, reference: SegmentAudio) -> None:
         ),
     ],
 )
-def test_engine_matches_generate_alone(tiny: LoadedModel, policy: str, prefill_chunk: int, arrivals: list) -> None:
-    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024, policy=policy, prefill_chunk=prefill_chunk))
-    results = run_in_engine(engine, arrivals)
+def test_engine_matches_generate_alone(
+    tiny: LoadedModel, fixed_shapes: bool, policy: str, prefill_chunk: int, arrivals: list
+) -> None:
+    config = EngineConfig(
+        slots=4, max_context=1024, policy=policy, prefill_chunk=prefill_chunk, fixed_shapes=fixed_shapes
+    )
+    results = run_in_engine(Engine(tiny, config), arrivals)
     for (_, request), result in zip(arrivals, results, strict=True):
-        assert_same(result, reference_generate_segment(tiny, request))
+        assert_same(result, reference(tiny, request))
 
 
-def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel) -> None:
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=64))
-    arrivals = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]
-    results = run_in_engine(engine, arrivals)
-    for (_, request), result in zip(arrivals, results, strict=True):
-        assert_same(result, reference_generate_segment(tiny, request))
+WAITING = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]
 
 
-def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel) -> None:
-    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024))
+def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel, fixed_shapes: bool) -> None:
+    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=64, fixed_shapes=fixed_shapes))
+    results = run_in_engine(engine, WAITING)
+    for (_, request), result in zip(WAITING, results, strict=True):
+        assert_same(result, reference(tiny, request))
+
+
+def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, fixed_shapes: bool) -> None:
+    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024, fixed_shapes=fixed_shapes))
     keep, drop = submit_segment(engine, segment(0, 10, 1)), submit_segment(engine, segment(1, 40, 2))
     for _ in range(4):
         engine.step()
@@ -138,16 +160,20 @@ def test_events_come_in_order(tiny: LoadedModel) -> None:
     assert kinds == [EventKind.STARTED, EventKind.FIRST_AUDIO, *[EventKind.AUDIO] * 3, EventKind.FINISHED]
 
 
+RESUMED = segment(0, 12, seed=21)
+
+
 @pytest.mark.parametrize("stored_frames", [1, 5, 11])
-def test_a_resumed_request_carries_on_as_if_never_interrupted(tiny: LoadedModel, stored_frames: int) -> None:
+def test_a_resumed_request_carries_on_as_if_never_interrupted(
+    tiny: LoadedModel, stored_frames: int, fixed_shapes: bool
+) -> None:
     """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
-    full = segment(0, 12, seed=21)
-    reference = reference_generate_segment(tiny, full)
-    resumed = dataclasses.replace(full, resume_latents=reference.latents[:stored_frames].clone())
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32))
+    expected = reference(tiny, RESUMED)
+    resumed = dataclasses.replace(RESUMED, resume_latents=expected.latents[:stored_frames].clone())
+    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32, fixed_shapes=fixed_shapes))
     (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
-    torch.testing.assert_close(result.latents[:stored_frames], reference.latents[:stored_frames])
-    assert_same(result, reference)
+    torch.testing.assert_close(result.latents[:stored_frames], expected.latents[:stored_frames])
+    assert_same(result, expected)
 
 
 def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel) -> None:

@@ -31,9 +31,13 @@ class SlotConvCache:
         for state in self.states.values():
             state[slot].zero_()
 
-    def rows(self, slots: torch.Tensor) -> _SlotRowsPaddingCache:
-        """A padding cache over the given slot indices (a 1-D long tensor), in that order."""
-        return _SlotRowsPaddingCache(self, slots)
+    def rows(self, slots: torch.Tensor, keep: torch.Tensor | None = None) -> _SlotRowsPaddingCache:
+        """A padding cache over the given slot indices (a 1-D long tensor), in that order.
+
+        `keep` (bool, one per row) limits which rows remember this call: a fixed-shape step runs rows
+        whose frame is thrown away, and their streams must stay where they were. None: all rows keep.
+        """
+        return _SlotRowsPaddingCache(self, slots, keep)
 
     def state(self, key: str, like: torch.Tensor, channels: int, left_pad: int) -> torch.Tensor:
         if key not in self.states:
@@ -48,10 +52,11 @@ class SlotConvCache:
 class _SlotRowsPaddingCache(VibeVoiceAcousticTokenizerConv1dPaddingCache):
     """The padding-cache interface the tokenizer convolutions call, reading and writing pooled slot rows."""
 
-    def __init__(self, pool: SlotConvCache, slots: torch.Tensor) -> None:
+    def __init__(self, pool: SlotConvCache, slots: torch.Tensor, keep: torch.Tensor | None) -> None:
         super().__init__()
         self.pool = pool
         self.slots = slots
+        self.keep = None if keep is None else keep[:, None, None]
 
     def update(self, hidden_states: torch.Tensor, cache_key: str, conv_module: torch.nn.Module) -> torch.Tensor:
         """Prepend each row's remembered samples to its new input and remember the new tail.
@@ -65,5 +70,6 @@ class _SlotRowsPaddingCache(VibeVoiceAcousticTokenizerConv1dPaddingCache):
         state = self.pool.state(cache_key, hidden_states, conv_module.in_channels, left_pad)
         previous = state.index_select(0, self.slots)
         padded = torch.cat([previous, hidden_states], dim=-1)
-        state.index_copy_(0, self.slots, padded[:, :, -left_pad:])
+        tail = padded[:, :, -left_pad:]
+        state.index_copy_(0, self.slots, tail if self.keep is None else torch.where(self.keep, tail, previous))
         return padded

@@ -12,6 +12,7 @@ It knows nothing of HTTP, queues or databases.
 from __future__ import annotations
 
 import collections
+import heapq
 import logging
 import threading
 import time
@@ -43,6 +44,9 @@ class EngineConfig:
     policy: str = "online"  # "online" (streams, time to first audio) or "offline" (throughput)
     prefill_chunk: int = 512  # prompt tokens one request may prefill in one step
     token_budget: int | None = None  # LM tokens per step; default: slots + prefill_chunk
+    # Decode through the fixed-shape step (frame_step.py); None: on a GPU only.
+    fixed_shapes: bool | None = None
+    cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
 
     def budget(self) -> StepBudget:
         tokens = self.token_budget if self.token_budget is not None else self.slots + self.prefill_chunk
@@ -57,10 +61,13 @@ class Engine:
             raise ValueError(f"unknown policy {self.config.policy!r}; use one of {', '.join(POLICIES)}")
         self.policy = POLICIES[self.config.policy]()
         self.budget = self.config.budget()
-        self.runner = ModelRunner(loaded, self.config.slots, self.config.max_context)
+        fixed = self.config.fixed_shapes if self.config.fixed_shapes is not None else loaded.device.type == "cuda"
+        self.runner = ModelRunner(
+            loaded, self.config.slots, self.config.max_context, fixed_shapes=fixed, cuda_graphs=self.config.cuda_graphs
+        )
         self.eos_token_ids = _eos_token_ids(loaded)
         self.active: dict[int, RequestState] = {}
-        self.free_slots = list(range(self.config.slots))
+        self.free_slots = list(range(self.config.slots))  # a heap: the lowest free slot goes first
         self.waiting: collections.deque[RequestHandle] = collections.deque()
         self.cancelled: set[int] = set()
         self.lock = threading.Lock()
@@ -69,8 +76,18 @@ class Engine:
         self.stopping = False
         logger.info(
             "engine ready",
-            extra={"slots": self.config.slots, "cache_bytes": self.runner.cache_nbytes, "policy": self.config.policy},
+            extra={
+                "slots": self.config.slots,
+                "cache_bytes": self.runner.cache_nbytes,
+                "policy": self.config.policy,
+                "fixed_shapes": fixed,
+                "cuda_graphs": fixed and self.runner.captured.enabled,
+            },
         )
+
+    def warm_up(self, diffusion_steps: int = 10) -> int:
+        """Capture the decode step's CUDA graphs for every batch and context bucket; returns how many are held."""
+        return self.runner.warm_up(diffusion_steps, self.config.max_context)
 
     def submit(self, request: GenerationRequest) -> RequestHandle:
         """Queue a request; its events arrive on the returned handle."""
@@ -174,7 +191,8 @@ class Engine:
                 handle.deliver(EngineEvent(request.request_id, EventKind.CANCELLED, reason="cancelled while queued"))
                 continue
             generator = torch.Generator().manual_seed(request.seed)
-            state = RequestState(request, handle, self.free_slots.pop(0), generator)
+            # Lowest first keeps the busy slots packed at the bottom, which the fixed-shape step's rows cover.
+            state = RequestState(request, handle, heapq.heappop(self.free_slots), generator)
             replayed = self.runner.admit(state)
             self.active[request.request_id] = state
             handle.deliver(EngineEvent(request.request_id, EventKind.STARTED))
@@ -233,7 +251,7 @@ class Engine:
         if self.active.pop(request_id, None) is None:
             return
         self.runner.release(state.slot)
-        self.free_slots.append(state.slot)
+        heapq.heappush(self.free_slots, state.slot)
         state.handle.deliver(EngineEvent(request_id, kind, frames=state.frames, reason=reason))
 
 

@@ -8,6 +8,11 @@ longest of them, with a mask that hides what lies beyond each slot's length. So 
 recomputing a prefix, rows of different lengths share a forward, and the decoder layers stay
 transformers' own.
 
+The fixed-shape decode step (`frame_step.py`) uses a `FixedSlotView` instead: rows `0..n-1` of the cache
+as they lie (views, not copies), one new token per row at a position read from a device tensor, keys up
+to a bucketed length. Rows that sit a step out still write their token, one past their length, where
+nothing reads it; each slot has one spare column so a full slot can do that too.
+
 Positions follow `generate()`: a token's RoPE position is the number of entries its slot held before it,
 masked or not. The negative (CFG) branch, when a new speech segment starts, hides everything it held
 before (`hide_history`), as `generate()` does by zeroing its attention mask, while positions keep counting.
@@ -33,7 +38,7 @@ class SlotKVCache:
     """The K/V tensors of every slot for one branch, and each slot's length and visible start."""
 
     def __init__(self, shape: KVCacheShape, slots: int, device: torch.device | str, dtype: torch.dtype) -> None:
-        size = (slots, shape.kv_heads, shape.capacity, shape.head_dim)
+        size = (slots, shape.kv_heads, shape.capacity + 1, shape.head_dim)  # + the spare column
         self.shape = shape
         self.keys = [torch.zeros(size, device=device, dtype=dtype) for _ in range(shape.layers)]
         self.values = [torch.zeros(size, device=device, dtype=dtype) for _ in range(shape.layers)]
@@ -106,3 +111,44 @@ class SlotCacheView:
         """Count the new entries as written; call once the forward has run every layer."""
         for slot in self.slots:
             self.cache.lengths[slot] += self.new_tokens
+
+
+class FixedSlotView:
+    """One fixed-shape decode forward over cache rows `0..rows-1`: a new token each, keys up to `key_length`.
+
+    Everything that changes between steps (each row's write position and visible start) is read from
+    device tensors, so a CUDA graph captured over this view replays for any lengths below its key
+    bucket, and attention reads the cache in place instead of a gathered copy. The caller keeps the
+    host-side lengths; nothing here commits.
+    """
+
+    def __init__(
+        self,
+        cache: SlotKVCache,
+        rows: int,
+        key_length: int,
+        positions: torch.Tensor,
+        visible_from: torch.Tensor,
+        row_index: torch.Tensor,
+    ) -> None:
+        self.cache = cache
+        self.rows = rows
+        self.key_length = key_length
+        self.positions = positions  # [rows] long: where each row's new entry goes, also its RoPE position
+        self.row_index = row_index  # [rows] long: 0..rows-1
+        keys = torch.arange(key_length, device=positions.device)
+        visible = (keys[None, :] <= positions[:, None]) & (keys[None, :] >= visible_from[:, None])
+        self.attention_mask = visible[:, None, None, :]  # [rows, 1, 1, key_length]
+
+    @property
+    def position_ids(self) -> torch.Tensor:
+        return self.positions[:, None]
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store `[rows, kv_heads, 1, head_dim]` at each row's position; return the rows' K/V as views."""
+        keys, values = self.cache.keys[layer_idx], self.cache.values[layer_idx]
+        keys[self.row_index, :, self.positions] = key_states[:, :, 0].to(keys.dtype)
+        values[self.row_index, :, self.positions] = value_states[:, :, 0].to(values.dtype)
+        return keys[: self.rows, :, : self.key_length], values[: self.rows, :, : self.key_length]

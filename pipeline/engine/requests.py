@@ -137,6 +137,7 @@ class RequestState:
     frames: int = 0
     first_audio_at: float | None = None
     cancel_requested: bool = False
+    pending_noise: torch.Tensor | None = None  # drawn for the next frame, kept until a frame uses it
 
     @property
     def in_prefill(self) -> bool:

@@ -10,6 +10,9 @@ encoder's streaming states, and the embedding the slot feeds the LM next. A step
    diffusion sampling per step count, one batched acoustic decode and one batched semantic encode,
    giving each slot its frame of audio and its next input embedding.
 
+With `fixed_shapes`, the decode rows of a step go through `frame_step.py` instead: the same arithmetic at
+bucketed shapes with no host synchronisation inside, replayed as a CUDA graph on a GPU. Prefill stays here.
+
 Randomness follows `generate()` for a request run alone (each request draws from its own generator, in
 the order and shapes `generate()` draws from the global one), so a request's audio does not depend on
 what else shares its batch.
@@ -24,7 +27,16 @@ import numpy as np
 import torch
 
 from diffusion.dpm_solver import sample_with_guidance
-from pipeline.engine.kv_cache import KVCacheShape, SlotCacheView, SlotKVCache
+from pipeline.engine.frame_step import (
+    CapturedSteps,
+    FrameStepInputs,
+    FrameStepKey,
+    FrameStepOutputs,
+    batch_buckets,
+    bucket_for,
+    key_length_bucket,
+)
+from pipeline.engine.kv_cache import FixedSlotView, KVCacheShape, SlotCacheView, SlotKVCache
 from pipeline.engine.requests import PromptInputs, RequestState
 from pipeline.model_loading import LoadedModel
 from tokenizer.streaming import SlotConvCache
@@ -48,7 +60,9 @@ class _ChosenRow:
 
 
 class ModelRunner:
-    def __init__(self, loaded: LoadedModel, slots: int, capacity: int) -> None:
+    def __init__(
+        self, loaded: LoadedModel, slots: int, capacity: int, *, fixed_shapes: bool = False, cuda_graphs: bool = False
+    ) -> None:
         self.model = loaded.model
         self.inner = loaded.model.model
         self.device = loaded.device
@@ -73,6 +87,13 @@ class ModelRunner:
         self.latent_dim = config.audio_config.hidden_size
         self.vae_std = config.audio_config.vae_std
         self.hop_length = config.audio_config.hop_length
+        self.fixed_shapes = fixed_shapes
+        if fixed_shapes:
+            self.buckets = batch_buckets(slots)
+            self.choosable = torch.tensor(self.choosable_ids, device=self.device)
+            self.step_inputs = FrameStepInputs(slots, text.hidden_size, self.latent_dim, self.device, self.dtype)
+            graphs = cuda_graphs and self.device.type == "cuda"
+            self.captured = CapturedSteps(self._fixed_step, self.step_inputs, enabled=graphs)
 
     @property
     def cache_nbytes(self) -> int:
@@ -111,7 +132,7 @@ class ModelRunner:
         for _ in range(frames):
             torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)
         latents = latents.to(self.device, self.dtype)
-        audio, embeds = self._stream_frames(latents.unsqueeze(0), [slot])  # [1, frames, ...]
+        audio, embeds = self._stream_frames(latents.unsqueeze(0), torch.tensor([slot], device=self.device))
         self.prompt_embeds[slot] = torch.cat([self.prompt_embeds[slot], embeds[:, :-1]], dim=1)
         state.prefill_length += frames - 1
         self.next_embeds[slot] = embeds[0, -1:]
@@ -131,15 +152,138 @@ class ModelRunner:
             hidden = self._prefill_chunk(state, tokens)
             if not state.in_prefill and not state.resumed:  # a resumed slot's next input is its last frame
                 chosen.append(_ChosenRow(state, hidden, None))
-        if decode:
+        outcomes: list[RowOutcome] = []
+        if decode and self._runs_fixed(decode):
+            outcomes = self._fixed_decode(decode)
+        elif decode:
             slots = [state.slot for state in decode]
             inputs = self.next_embeds[slots]
             hidden = self._forward(self.positive, slots, inputs)[:, -1]
             chosen += [_ChosenRow(s, hidden[i], inputs[i]) for i, s in enumerate(decode)]
         if not chosen:
-            return []
+            return outcomes
         tokens = self._choose_tokens(torch.stack([row.hidden for row in chosen]))
-        return self._advance(chosen, tokens)
+        return self._advance(chosen, tokens) + outcomes
+
+    @torch.inference_mode()
+    def warm_up(self, diffusion_steps: int, max_keys: int) -> int:
+        """Capture the fixed-shape step's graphs for every row bucket and key bucket up to `max_keys` keys.
+
+        Done before serving, so no request waits on a capture. Harmless at any time: no row decodes in a
+        warm-up replay (see `CapturedSteps`). Returns the graphs held; 0 when graphs are off.
+        """
+        if not (self.fixed_shapes and self.captured.enabled):
+            return 0
+        columns = self.positive.shape.capacity + 1
+        key_buckets = sorted({key_length_bucket(n, columns) for n in range(1, min(max_keys, columns) + 1)})
+        self.step_inputs.decoding.zero_()
+        for rows in self.buckets:
+            for key_length in key_buckets:
+                self.captured.run(FrameStepKey(rows, key_length, diffusion_steps))
+        return len(self.captured.graphs)
+
+    def _runs_fixed(self, decode: Sequence[RequestState]) -> bool:
+        """The fixed-shape step samples one step count per batch; mixed counts take the eager step."""
+        return self.fixed_shapes and len({state.request.diffusion_steps for state in decode}) == 1
+
+    def _fixed_decode(self, decode: Sequence[RequestState]) -> list[RowOutcome]:
+        """The decode rows through the fixed-shape step: fill its inputs, run it, commit what each row kept."""
+        rows = bucket_for(max(state.slot for state in decode) + 1, self.buckets)
+        needed = 1 + max(max(cache.lengths[:rows]) for cache in (self.positive, self.negative))
+        key = FrameStepKey(
+            rows, key_length_bucket(needed, self.positive.shape.capacity + 1), decode[0].request.diffusion_steps
+        )
+        buffers = self.step_inputs
+        buffers.inputs[:rows] = self.next_embeds[:rows]
+        buffers.fill(
+            rows,
+            (self.positive.lengths, self.positive.visible_from),
+            (self.negative.lengths, self.negative.visible_from),
+            {state.slot: (self._noise(state), state.request.cfg_scale) for state in decode},
+        )
+        step = self.captured.run(key)
+        keep = buffers.decoding[:rows, None, None].bool()
+        self.next_embeds[:rows] = torch.where(keep, step.next_inputs, self.next_embeds[:rows])
+        return self._commit_fixed(decode, step)
+
+    def _commit_fixed(self, decode: Sequence[RequestState], step: FrameStepOutputs) -> list[RowOutcome]:
+        """Read the step back (the one synchronisation) and count, per row, the entries and frames it kept."""
+        tokens = step.tokens.tolist()
+        made = [state for state in decode if tokens[state.slot] == self.audio_token_id]
+        made_slots = torch.tensor([state.slot for state in made], dtype=torch.long)
+        audio = step.audio[made_slots.to(self.device)].float().cpu().numpy()
+        latents = step.latents[made_slots.to(self.device)].float().cpu()
+        frames = {state.slot: j for j, state in enumerate(made)}
+        outcomes = []
+        for state in decode:
+            slot, token = state.slot, tokens[state.slot]
+            self.positive.lengths[slot] += 1
+            if slot in frames:
+                self.negative.lengths[slot] += 1
+                state.pending_noise = None
+                outcomes.append(RowOutcome(state, token, audio[frames[slot]], latents[frames[slot]]))
+                continue
+            if token == self.audio_bos_token_id:
+                self.negative.hide_history(slot)
+            outcomes.append(RowOutcome(state, token))
+        return outcomes
+
+    def _fixed_step(self, key: FrameStepKey) -> FrameStepOutputs:
+        """The whole decode step for rows `0..key.rows-1`, free of host synchronisation (see frame_step.py)."""
+        rows, buffers = key.rows, self.step_inputs
+        inputs = buffers.inputs[:rows]
+        row_index = buffers.row_index[:rows]
+        positive = self._fixed_forward(
+            self.positive, key, inputs, buffers.positive_positions[:rows], buffers.positive_visible_from[:rows]
+        )
+        scores = positive.to(self.choosable_head.dtype) @ self.choosable_head.T
+        tokens = self.choosable[scores.float().argmax(dim=-1)]
+        makes_frame = (tokens == self.audio_token_id) & buffers.decoding[:rows].bool()
+        negative = self._fixed_forward(
+            self.negative, key, inputs, buffers.negative_positions[:rows], buffers.negative_visible_from[:rows]
+        )
+        latents = sample_with_guidance(
+            self.inner.diffusion_head,
+            positive,
+            negative,
+            buffers.noise[:rows],
+            buffers.guidance[:rows],
+            key.diffusion_steps,
+        )
+        audio, embeds = self._stream_frames(latents.unsqueeze(1), row_index, keep=makes_frame)
+        token_embeds = self.inner.get_input_embeddings()(tokens).unsqueeze(1)
+        next_inputs = torch.where(makes_frame[:, None, None], embeds, token_embeds)
+        return FrameStepOutputs(tokens, makes_frame, audio.reshape(rows, -1), latents, next_inputs)
+
+    def _fixed_forward(
+        self,
+        cache: SlotKVCache,
+        key: FrameStepKey,
+        embeds: torch.Tensor,
+        positions: torch.Tensor,
+        visible_from: torch.Tensor,
+    ) -> torch.Tensor:
+        view = FixedSlotView(
+            cache, key.rows, key.key_length, positions, visible_from, self.step_inputs.row_index[: key.rows]
+        )
+        output = self.inner.language_model(
+            inputs_embeds=embeds,
+            attention_mask={"full_attention": view.attention_mask},
+            position_ids=view.position_ids,
+            past_key_values=view,
+            use_cache=True,
+        )
+        return output.last_hidden_state[:, -1]
+
+    def _noise(self, state: RequestState) -> torch.Tensor:
+        """The noise of the request's next frame, drawn once and kept until a frame uses it.
+
+        `generate()` draws a CFG pair per frame and denoises the first. The fixed-shape step must hand every
+        row its noise before it knows which rows make a frame, so the draw waits here until one does.
+        """
+        if state.pending_noise is None:
+            state.pending_noise = torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)[0]
+        return state.pending_noise
 
     def _embed_prompt(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
         input_ids = prompt.input_ids.to(self.device)
@@ -216,10 +360,9 @@ class ModelRunner:
         slots = [row.state.slot for row in rows]
         negative = self._negative_conditions(rows)
         positive = torch.stack([row.hidden for row in rows])
-        noise = torch.stack(
-            # generate() draws the noise of the CFG pair (2 rows) per frame and denoises the first.
-            [torch.randn(2, self.latent_dim, generator=row.state.generator, dtype=torch.float32)[0] for row in rows]
-        ).to(self.device, self.dtype)
+        noise = torch.stack([self._noise(row.state) for row in rows]).to(self.device, self.dtype)
+        for row in rows:
+            row.state.pending_noise = None
         latents = torch.empty_like(noise)
         for steps in sorted({row.state.request.diffusion_steps for row in rows}):
             group = [i for i, row in enumerate(rows) if row.state.request.diffusion_steps == steps]
@@ -227,23 +370,25 @@ class ModelRunner:
             latents[group] = sample_with_guidance(
                 self.inner.diffusion_head, positive[group], negative[group], noise[group], guidance, steps
             )
-        audio, embeds = self._stream_frames(latents.unsqueeze(1), slots)
+        audio, embeds = self._stream_frames(latents.unsqueeze(1), torch.tensor(slots, device=self.device))
         self.next_embeds[slots] = embeds
         return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
 
-    def _stream_frames(self, latents: torch.Tensor, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _stream_frames(
+        self, latents: torch.Tensor, slot_index: torch.Tensor, keep: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Latents [slots, frames, latent] through each slot's streaming decoder and semantic encoder.
 
         Returns the audio [slots, 1, frames * samples_per_frame] and the LM input embedding of every frame
         [slots, frames, hidden]: acoustic connector of the latent plus semantic connector of its audio.
+        `keep` (bool per slot) says whose streams remember these frames; None: everyone's.
         """
-        slot_index = torch.tensor(slots, device=self.device)
         scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
         audio = self.inner.audio_tower.decode(
-            scaled, padding_cache=self.acoustic.rows(slot_index), use_cache=True
+            scaled, padding_cache=self.acoustic.rows(slot_index, keep), use_cache=True
         ).audio
         semantic = self.inner.semantic_tokenizer_encoder(
-            audio, padding_cache=self.semantic.rows(slot_index), use_cache=True
+            audio, padding_cache=self.semantic.rows(slot_index, keep), use_cache=True
         ).latents
         embeds = self.inner.multi_modal_projector(latents) + self.inner.semantic_connector(semantic)
         return audio, embeds.to(self.dtype)

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU benchmark: the one script to run on a GPU machine, which is offline.
+#
+#     bench/gpu.sh OUT_DIR
+#
+# Installs nothing from the network: where transformers 5.23 or soundfile is missing, the wheels in bench/wheels/
+# (bench/fetch_wheels.sh fetches them beforehand, elsewhere);
+# runs bench/gpu_checks.py (CUDA graphs against the eager step; bf16 against fp32), then bench/engine.py at
+# the 1.5B shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
+# 64 and 256 (offline), and 64 requests arriving as a Poisson process (streaming policy). Every run writes
+# OUT_DIR/NAME.json; the whole log is OUT_DIR/gpu.log and the table OUT_DIR/table.md. It keeps to a time
+# budget (VOXCAST_BENCH_BUDGET_S, default 450 s): a run that would start past it is skipped and logged.
+#
+# The same script runs small on the CPU, to check it end to end anywhere:
+#     VOXCAST_BENCH_SIZE=tiny VOXCAST_BENCH_DEVICE=cpu VOXCAST_BENCH_CONCURRENCY="1 2" \
+#     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 bench/gpu.sh out/
+set -uo pipefail
+
+out="${1:?usage: bench/gpu.sh OUT_DIR}"
+size="${VOXCAST_BENCH_SIZE:-1.5b}"
+device="${VOXCAST_BENCH_DEVICE:-cuda}"
+concurrencies="${VOXCAST_BENCH_CONCURRENCY:-1 16 64 256}"
+streaming="${VOXCAST_BENCH_STREAMING:-64}"
+seconds="${VOXCAST_BENCH_AUDIO_SECONDS:-20,20}"
+steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
+budget="${VOXCAST_BENCH_BUDGET_S:-450}"
+python="${PYTHON:-python3}"
+
+mkdir -p "$out" && out="$(cd "$out" && pwd)"
+cd "$(dirname "$0")/.." || exit 1
+log="$out/gpu.log"
+: >"$log"
+export PYTHONUNBUFFERED=1
+
+has_packages() {
+    "$python" -c "import soundfile, transformers, packaging.version as v
+assert v.Version(transformers.__version__) >= v.Version('5.23')" 2>/dev/null
+}
+if ! has_packages && compgen -G "bench/wheels/*.whl" >/dev/null; then
+    "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/voxcast-site bench/wheels/*.whl || exit 1
+    export PYTHONPATH="/tmp/voxcast-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+say() { echo "$*" | tee -a "$log"; }
+
+bench() {
+    local name=$1 estimate=$2
+    shift 2
+    if ((SECONDS + estimate > budget)); then
+        say "## $name: skipped, ${SECONDS}s spent of a ${budget}s budget"
+        return
+    fi
+    say "## $name: bench/engine.py $*"
+    "$python" bench/engine.py --size "$size" --device "$device" --diffusion-steps "$steps" \
+        --audio-seconds "$seconds" --json "$out/$name.json" "$@" 2>&1 | grep -v 'Loading weights' | tee -a "$log"
+}
+
+say "# $(date -u +%FT%TZ) size=$size device=$device"
+if [ "$device" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$log"
+    "$python" bench/gpu_checks.py --json "$out/checks.json" 2>&1 | grep -v 'Loading weights' | tee -a "$log"
+fi
+
+for concurrency in $concurrencies; do
+    if [ "$concurrency" = 1 ]; then
+        bench "offline-c1" 60 --concurrency 1 --arrivals at-once --paths hf_sequential,engine
+    else
+        bench "offline-c$concurrency" $((30 + concurrency / 4)) --concurrency "$concurrency" --arrivals at-once \
+            --paths hf_static,engine
+    fi
+done
+bench "streaming-c$streaming" 70 --concurrency "$streaming" --arrivals poisson --rate 16 --paths hf_static,engine
+
+"$python" bench/gpu_report.py "$out" | tee "$out/table.md" | tee -a "$log"
+say "# done in ${SECONDS}s"

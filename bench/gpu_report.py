@@ -1,0 +1,66 @@
+"""The table of a bench/gpu.sh run, in Markdown, from the JSON files it wrote.
+
+python bench/gpu_report.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+FRAMES_PER_SECOND = 7.5
+
+
+def run_rows(name: str, figures: dict) -> list[str]:
+    setup = figures["setup"]
+    rows = []
+    for path in ("hf_sequential", "hf_static", "engine"):
+        if path not in figures:
+            continue
+        f = figures[path]
+        # One stream makes 7.5 frames per audio second, so its frame step takes 1 / (7.5 * rtf) seconds.
+        step_ms = f"{1000 / (FRAMES_PER_SECOND * f['rtf']):.1f}" if setup["concurrency"] == "1" else ""
+        ratio = figures.get(f"engine_vs_{path}")
+        rows.append(
+            f"| {name} | {setup['concurrency']} | {setup['policy']} | {path} | {f['rtf']:.2f}x | {step_ms} | "
+            f"{f['ttfa_p50_s'] * 1000:.0f} / {f['ttfa_p95_s'] * 1000:.0f} | {f['on_time_share']:.1%} | "
+            f"{f['peak_mem_bytes'] / 2**30:.1f} | {'' if ratio is None else f'{ratio:.2f}x'} |"
+        )
+    return rows
+
+
+def checks_lines(checks: dict) -> list[str]:
+    graphs = checks["graph_parity"]
+    precision = checks["bf16_vs_fp32"]
+    return [
+        "",
+        f"CUDA graphs against the eager step (tiny model, fp32): max latent difference "
+        f"{graphs['graphs_vs_fixed_eager_max_latent_diff']:.2e} (fixed-shape step run eagerly), "
+        f"{graphs['graphs_vs_eager_max_latent_diff']:.2e} (data-shaped step); tolerance {graphs['tolerance']:.0e}: "
+        f"{'pass' if graphs['pass'] else 'FAIL'}.",
+        f"bf16 against fp32 (1.5B shapes, {precision['audio_seconds']:.0f} s request): first frame max |Δ| "
+        f"{precision['first_frame_max_abs']:.2e}, relative RMS {precision['first_frame_relative_rms']:.2e}; whole "
+        f"request max |Δ| {precision['whole_max_abs']:.2e}, relative RMS {precision['whole_relative_rms']:.2e} "
+        f"(reference peak {precision['reference_peak']:.2e}).",
+    ]
+
+
+def main() -> None:
+    folder = Path(sys.argv[1])
+    lines = [
+        "| run | requests | policy | path | RTF | ms/step | TTFA p50 / p95 ms | on time | peak GiB | engine / path |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for file in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        if file.name == "checks.json":
+            continue
+        lines += run_rows(file.stem, json.loads(file.read_text()))
+    checks = folder / "checks.json"
+    if checks.exists():
+        lines += checks_lines(json.loads(checks.read_text()))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

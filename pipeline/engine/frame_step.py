@@ -1,0 +1,178 @@
+"""The decode step at fixed shapes: no host synchronisation inside, so one CUDA graph can replay it.
+
+The eager step (`runner.py`) is shaped by the data: it gathers the decoding slots' caches, runs the
+negative branch and the diffusion only for the rows that chose the diffusion token, and reads the chosen
+tokens in between. On a GPU that is a few hundred small kernel launches and several host round trips
+per frame, which cost more than the arithmetic. This step instead runs, for cache rows `0..rows-1`:
+
+1. the positive LM forward (one token a row, keys read in place up to a bucketed length);
+2. the token choice against the choosable rows of the LM head, on the device;
+3. the negative LM forward, the whole diffusion loop, the acoustic decode and the semantic encode for
+   every row, whether or not it chose the diffusion token;
+4. each row's next input: its frame's embedding where it made a frame, its token's embedding otherwise.
+
+Rows that did not decode this step, or did not choose the diffusion token, throw their results away:
+their KV entries land past their lengths (never read), their codec streams keep their state (a masked
+update) and the host commits nothing for them. So the step is the eager step's arithmetic on a padded
+batch, and the parity tests hold it to the same audio.
+
+Shapes are bucketed (rows: powers of two up to the slot count; key length: powers of two up to the
+cache), so a handful of graphs cover every batch. On CUDA each (rows, key length, diffusion steps) is
+captured once, on first use, into one shared memory pool; elsewhere, or with graphs off, the same
+function runs eagerly. If a capture fails, graphs are switched off for good with a warning and the step
+runs eagerly, so a model that cannot be captured is slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+SMALLEST_KEY_BUCKET = 64
+
+
+def batch_buckets(slots: int) -> list[int]:
+    """The row counts graphs are captured for: powers of two below `slots`, and `slots` itself."""
+    buckets = []
+    size = 1
+    while size < slots:
+        buckets.append(size)
+        size *= 2
+    return [*buckets, slots]
+
+
+def bucket_for(needed: int, buckets: list[int]) -> int:
+    """The smallest bucket that holds `needed` rows."""
+    for size in buckets:
+        if size >= needed:
+            return size
+    raise ValueError(f"{needed} rows exceed the largest bucket ({buckets[-1]})")
+
+
+def key_length_bucket(needed: int, columns: int) -> int:
+    """Keys one forward reads: the next power of two at or above `needed`, within the cache's columns."""
+    if needed > columns:
+        raise ValueError(f"{needed} keys exceed the cache's {columns} columns")
+    size = SMALLEST_KEY_BUCKET
+    while size < needed:
+        size *= 2
+    return min(size, columns)
+
+
+@dataclass(frozen=True)
+class FrameStepKey:
+    """What fixes a step's shapes, and so one captured graph."""
+
+    rows: int
+    key_length: int
+    diffusion_steps: int
+
+
+class FrameStepInputs:
+    """The static input buffers of every step, sized for all slots; a step of `rows` uses their first rows.
+
+    The host fills them before each step (`fill`: three small copies, from pinned memory on a GPU);
+    captured graphs read them at fixed addresses.
+    """
+
+    def __init__(self, slots: int, hidden: int, latent: int, device: torch.device, dtype: torch.dtype) -> None:
+        self.inputs = torch.zeros(slots, 1, hidden, device=device, dtype=dtype)  # fed to both branches
+        # One long tensor for every per-row integer, so the host sends them in one copy.
+        self.indices = torch.zeros(5, slots, dtype=torch.long, device=device)
+        self.positive_positions, self.positive_visible_from = self.indices[0], self.indices[1]
+        self.negative_positions, self.negative_visible_from = self.indices[2], self.indices[3]
+        self.decoding = self.indices[4]  # 1 where the row decodes this step
+        self.noise = torch.zeros(slots, latent, device=device, dtype=dtype)
+        self.guidance = torch.zeros(slots, dtype=torch.float32, device=device)
+        self.row_index = torch.arange(slots, device=device)
+        pinned = device.type == "cuda"
+        self.host_indices = torch.zeros(5, slots, dtype=torch.long, pin_memory=pinned)
+        self.host_noise = torch.zeros(slots, latent, dtype=torch.float32, pin_memory=pinned)
+        self.host_guidance = torch.zeros(slots, dtype=torch.float32, pin_memory=pinned)
+
+    def fill(
+        self,
+        rows: int,
+        positive: tuple[list[int], list[int]],
+        negative: tuple[list[int], list[int]],
+        decoding: dict[int, tuple[torch.Tensor, float]],
+    ) -> None:
+        """Rows `0..rows-1`: each branch's (lengths, visible starts); per decoding row, its noise and CFG scale."""
+        host = self.host_indices[:, :rows]
+        for index, values in enumerate((*positive, *negative)):
+            host[index] = torch.tensor(values[:rows])
+        host[4].zero_()
+        self.host_noise[:rows].zero_()
+        for row, (noise, guidance) in decoding.items():
+            host[4, row] = 1
+            self.host_noise[row] = noise
+            self.host_guidance[row] = guidance
+        self.indices[:, :rows].copy_(host, non_blocking=True)
+        self.noise[:rows].copy_(self.host_noise[:rows], non_blocking=True)
+        self.guidance[:rows].copy_(self.host_guidance[:rows], non_blocking=True)
+
+
+@dataclass(frozen=True)
+class FrameStepOutputs:
+    """One step's results for rows `0..rows-1`; a captured graph rewrites them in place on every replay."""
+
+    tokens: torch.Tensor  # [rows] long
+    makes_frame: torch.Tensor  # [rows] bool: decoding and chose the diffusion token
+    audio: torch.Tensor  # [rows, samples_per_frame]
+    latents: torch.Tensor  # [rows, latent]
+    next_inputs: torch.Tensor  # [rows, 1, hidden]
+
+
+class CapturedSteps:
+    """Runs a step function per key: replaying a CUDA graph captured on first use, or eagerly."""
+
+    def __init__(self, step: Callable[[FrameStepKey], FrameStepOutputs], inputs: FrameStepInputs, enabled: bool):
+        self.step = step
+        self.inputs = inputs
+        self.enabled = enabled
+        self.graphs: dict[FrameStepKey, tuple[torch.cuda.CUDAGraph, FrameStepOutputs]] = {}
+        self.pool: tuple[int, int] | None = None
+
+    def run(self, key: FrameStepKey) -> FrameStepOutputs:
+        if not self.enabled:
+            return self.step(key)
+        if key not in self.graphs:
+            try:
+                self.graphs[key] = self._capture(key)
+            except RuntimeError as error:
+                logger.warning(
+                    "CUDA graph capture failed; steps run eagerly", extra={"key": str(key), "error": str(error)}
+                )
+                self.enabled = False
+                self.graphs.clear()
+                return self.step(key)
+        graph, outputs = self.graphs[key]
+        graph.replay()
+        return outputs
+
+    def _capture(self, key: FrameStepKey) -> tuple[torch.cuda.CUDAGraph, FrameStepOutputs]:
+        """Warm the step up once (lazy buffers, kernel choices), then record it.
+
+        The warm-up really runs, so it runs with no row decoding: its KV writes land past every length and
+        the codec streams keep their state. Recording runs nothing.
+        """
+        decoding = self.inputs.decoding.clone()
+        self.inputs.decoding.zero_()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.step(key)
+        torch.cuda.current_stream().wait_stream(side)
+        self.inputs.decoding.copy_(decoding)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            outputs = self.step(key)
+        logger.info("captured a decode step graph", extra={"key": str(key), "graphs": len(self.graphs) + 1})
+        return graph, outputs
