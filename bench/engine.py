@@ -259,6 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fixed-shapes", choices=["auto", "on", "off"], default="auto", help="engine decode step (auto: on a GPU)"
     )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run the fixed-shape step eagerly on a GPU")
+    parser.add_argument("--no-overlap", action="store_true", help="read each fixed-shape step back before the next")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> dict:
         policy=policy,
         fixed_shapes=fixed_shapes,
         cuda_graphs=not args.no_cuda_graphs,
+        overlap=not args.no_overlap,
     )
     print(
         f"# size={args.size} device={device} dtype={str(dtype).removeprefix('torch.')} requests={len(work)} "
@@ -302,7 +304,8 @@ def main(argv: list[str] | None = None) -> dict:
         engine = Engine(loaded, config)
         graphs = engine.warm_up(args.diffusion_steps)
         engine_setup = {
-            "fixed_shapes": engine.runner.fixed_shapes,
+            "fixed_shapes": engine.runner.fixed is not None,
+            "overlap": engine.config.overlap,
             "cuda_graphs": graphs,
             "warm_up_s": time.perf_counter() - started,
         }

@@ -13,7 +13,7 @@
 #
 # The same script runs small on the CPU, to check it end to end anywhere:
 #     VOXCAST_BENCH_SIZE=tiny VOXCAST_BENCH_DEVICE=cpu VOXCAST_BENCH_CONCURRENCY="1 2" \
-#     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 bench/gpu.sh out/
+#     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 VOXCAST_BENCH_ABLATION=2 bench/gpu.sh out/
 set -uo pipefail
 
 out="${1:?usage: bench/gpu.sh OUT_DIR}"
@@ -21,6 +21,7 @@ size="${VOXCAST_BENCH_SIZE:-1.5b}"
 device="${VOXCAST_BENCH_DEVICE:-cuda}"
 concurrencies="${VOXCAST_BENCH_CONCURRENCY:-1 16 64 256}"
 streaming="${VOXCAST_BENCH_STREAMING:-64}"
+ablation="${VOXCAST_BENCH_ABLATION:-64}"
 seconds="${VOXCAST_BENCH_AUDIO_SECONDS:-20,20}"
 steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
 budget="${VOXCAST_BENCH_BUDGET_S:-450}"
@@ -71,6 +72,10 @@ for concurrency in $concurrencies; do
     fi
 done
 bench "streaming-c$streaming" 70 --concurrency "$streaming" --arrivals poisson --rate 16 --paths hf_static,engine
+# What each part of the fast path is worth: the engine at 64 requests without overlap, without graphs, eager.
+bench "engine-c$ablation-no-overlap" 25 --concurrency "$ablation" --arrivals at-once --paths engine --no-overlap
+bench "engine-c$ablation-no-graphs" 40 --concurrency "$ablation" --arrivals at-once --paths engine --no-cuda-graphs
+bench "engine-c$ablation-eager" 60 --concurrency "$ablation" --arrivals at-once --paths engine --fixed-shapes off
 
 "$python" bench/gpu_report.py "$out" | tee "$out/table.md" | tee -a "$log"
 say "# done in ${SECONDS}s"

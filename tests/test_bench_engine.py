@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"rtf", "ttfa_p50_s", "ttfa_p95_s", "on_time_share", "peak_mem_bytes", "audio_s", "wall_s"}
@@ -25,3 +28,40 @@ def test_bench_writes_every_path_and_the_ratios(tmp_path: Path) -> None:
     assert figures["hf_sequential"]["audio_s"] == figures["hf_static"]["audio_s"] == figures["engine"]["audio_s"]
     assert figures["engine_vs_hf_sequential"] > 0 and figures["engine_vs_hf_static"] > 0
     assert "engine / hf_static" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None:
+    """bench/gpu.sh meets its GPU once per task at best: its plumbing is proven here, at tiny sizes."""
+    settings = {
+        "PYTHON": sys.executable,
+        "VOXCAST_BENCH_SIZE": "tiny",
+        "VOXCAST_BENCH_DEVICE": "cpu",
+        "VOXCAST_BENCH_CONCURRENCY": "1 2",
+        "VOXCAST_BENCH_STREAMING": "2",
+        "VOXCAST_BENCH_ABLATION": "1",
+        "VOXCAST_BENCH_AUDIO_SECONDS": "0.5,1",
+        "VOXCAST_BENCH_DIFFUSION_STEPS": "2",
+    }
+    result = subprocess.run(
+        ["bash", "bench/gpu.sh", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **settings},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = {
+        "offline-c1",
+        "offline-c2",
+        "streaming-c2",
+        "engine-c1-no-overlap",
+        "engine-c1-no-graphs",
+        "engine-c1-eager",
+    }
+    assert {file.stem for file in tmp_path.glob("*.json")} == runs
+    table = (tmp_path / "table.md").read_text().splitlines()
+    assert table[0].startswith("| run | requests | policy | path | RTF |")
+    assert sum(line.startswith("| offline-c1 | 1 | offline |") for line in table) == 2  # hf_sequential, engine
+    assert "# done in" in (tmp_path / "gpu.log").read_text()

@@ -3,7 +3,8 @@
 Float32 on the CPU with a tiny checkpoint. Each test mixes requests of different prompt and output
 lengths, seeds and settings, joining and leaving the batch at different steps, and checks every one of
 them against the reference run alone, through the eager step and through the fixed-shape step (the one
-CUDA graphs replay on a GPU; here it runs eagerly, the same arithmetic at padded shapes).
+CUDA graphs replay on a GPU; here it runs eagerly, the same arithmetic at padded shapes), read back at
+once or one step late.
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ AUDIO_TOLERANCE = 1e-4
 LATENT_TOLERANCE = 1e-5
 
 
-@pytest.fixture(params=[False, True], ids=["eager", "fixed"])
-def fixed_shapes(request: pytest.FixtureRequest) -> bool:
-    return request.param
+STEP_KINDS = {
+    "eager": {"fixed_shapes": False},
+    "fixed": {"fixed_shapes": True, "overlap": False},
+    "fixed-overlap": {"fixed_shapes": True, "overlap": True},
+}
+
+
+@pytest.fixture(params=list(STEP_KINDS))
+def step_kind(request: pytest.FixtureRequest) -> dict:
+    """How the engine decodes: the eager step, the fixed-shape step, or that step read back one step late."""
+    return STEP_KINDS[request.param]
 
 
 _references: dict[int, tuple[SegmentRequest, SegmentAudio]] = {}
@@ -108,11 +117,9 @@ def assert_same(engine_result: SegmentAudio, reference: SegmentAudio) -> None:
     ],
 )
 def test_engine_matches_generate_alone(
-    tiny: LoadedModel, fixed_shapes: bool, policy: str, prefill_chunk: int, arrivals: list
+    tiny: LoadedModel, step_kind: dict, policy: str, prefill_chunk: int, arrivals: list
 ) -> None:
-    config = EngineConfig(
-        slots=4, max_context=1024, policy=policy, prefill_chunk=prefill_chunk, fixed_shapes=fixed_shapes
-    )
+    config = EngineConfig(slots=4, max_context=1024, policy=policy, prefill_chunk=prefill_chunk, **step_kind)
     results = run_in_engine(Engine(tiny, config), arrivals)
     for (_, request), result in zip(arrivals, results, strict=True):
         assert_same(result, reference(tiny, request))
@@ -121,15 +128,15 @@ def test_engine_matches_generate_alone(
 WAITING = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]
 
 
-def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel, fixed_shapes: bool) -> None:
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=64, fixed_shapes=fixed_shapes))
+def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel, step_kind: dict) -> None:
+    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=64, **step_kind))
     results = run_in_engine(engine, WAITING)
     for (_, request), result in zip(WAITING, results, strict=True):
         assert_same(result, reference(tiny, request))
 
 
-def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, fixed_shapes: bool) -> None:
-    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024, fixed_shapes=fixed_shapes))
+def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, step_kind: dict) -> None:
+    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024, **step_kind))
     keep, drop = submit_segment(engine, segment(0, 10, 1)), submit_segment(engine, segment(1, 40, 2))
     for _ in range(4):
         engine.step()
@@ -165,12 +172,12 @@ RESUMED = segment(0, 12, seed=21)
 
 @pytest.mark.parametrize("stored_frames", [1, 5, 11])
 def test_a_resumed_request_carries_on_as_if_never_interrupted(
-    tiny: LoadedModel, stored_frames: int, fixed_shapes: bool
+    tiny: LoadedModel, stored_frames: int, step_kind: dict
 ) -> None:
     """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
     expected = reference(tiny, RESUMED)
     resumed = dataclasses.replace(RESUMED, resume_latents=expected.latents[:stored_frames].clone())
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32, fixed_shapes=fixed_shapes))
+    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32, **step_kind))
     (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
     torch.testing.assert_close(result.latents[:stored_frames], expected.latents[:stored_frames])
     assert_same(result, expected)

@@ -29,8 +29,9 @@ from pipeline.engine.requests import (
     GenerationRequest,
     RequestHandle,
     RequestState,
+    RowOutcome,
 )
-from pipeline.engine.runner import ModelRunner, RowOutcome
+from pipeline.engine.runner import ModelRunner
 from pipeline.engine.scheduler import POLICIES, RequestView, StepBudget
 from pipeline.model_loading import LoadedModel
 
@@ -47,6 +48,7 @@ class EngineConfig:
     # Decode through the fixed-shape step (frame_step.py); None: on a GPU only.
     fixed_shapes: bool | None = None
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
+    overlap: bool = True  # read a fixed-shape step back while the next one runs
 
     def budget(self) -> StepBudget:
         tokens = self.token_budget if self.token_budget is not None else self.slots + self.prefill_chunk
@@ -63,7 +65,12 @@ class Engine:
         self.budget = self.config.budget()
         fixed = self.config.fixed_shapes if self.config.fixed_shapes is not None else loaded.device.type == "cuda"
         self.runner = ModelRunner(
-            loaded, self.config.slots, self.config.max_context, fixed_shapes=fixed, cuda_graphs=self.config.cuda_graphs
+            loaded,
+            self.config.slots,
+            self.config.max_context,
+            fixed_shapes=fixed,
+            cuda_graphs=self.config.cuda_graphs,
+            overlap=self.config.overlap,
         )
         self.eos_token_ids = _eos_token_ids(loaded)
         self.active: dict[int, RequestState] = {}
@@ -81,7 +88,7 @@ class Engine:
                 "cache_bytes": self.runner.cache_nbytes,
                 "policy": self.config.policy,
                 "fixed_shapes": fixed,
-                "cuda_graphs": fixed and self.runner.captured.enabled,
+                "cuda_graphs": self.runner.fixed is not None and self.runner.fixed.captured.enabled,
             },
         )
 
@@ -124,6 +131,7 @@ class Engine:
         self._admit()
         views = [self._view(state) for state in self.active.values()]
         if not views:
+            self.runner.flush()  # a step still in flight holds only requests that have ended
             return False
         plan = self.policy.plan(views, self.budget)
         prefill = [(self.active[request_id], tokens) for request_id, tokens in plan.prefill]

@@ -16,6 +16,12 @@ their KV entries land past their lengths (never read), their codec streams keep 
 update) and the host commits nothing for them. So the step is the eager step's arithmetic on a padded
 batch, and the parity tests hold it to the same audio.
 
+The host need not wait for a step before launching the next (`overlap` in the runner): what a row's next
+step depends on in its previous one (did it make a frame, did it start a new speech segment) stays on the
+device, in `previous`, and the host marks which rows carry on from the step still in flight (`carried`).
+For those, the step itself adds the unread frame to the negative branch's length, hides its history after
+an unread speech-start token, and takes the noise after the one the unread frame used.
+
 Shapes are bucketed (rows: powers of two up to the slot count; key length: powers of two up to the
 cache), so a handful of graphs cover every batch. On CUDA each (rows, key length, diffusion steps) is
 captured once, on first use, into one shared memory pool; elsewhere, or with graphs off, the same
@@ -83,16 +89,20 @@ class FrameStepInputs:
     def __init__(self, slots: int, hidden: int, latent: int, device: torch.device, dtype: torch.dtype) -> None:
         self.inputs = torch.zeros(slots, 1, hidden, device=device, dtype=dtype)  # fed to both branches
         # One long tensor for every per-row integer, so the host sends them in one copy.
-        self.indices = torch.zeros(5, slots, dtype=torch.long, device=device)
+        self.indices = torch.zeros(6, slots, dtype=torch.long, device=device)
         self.positive_positions, self.positive_visible_from = self.indices[0], self.indices[1]
         self.negative_positions, self.negative_visible_from = self.indices[2], self.indices[3]
         self.decoding = self.indices[4]  # 1 where the row decodes this step
-        self.noise = torch.zeros(slots, latent, device=device, dtype=dtype)
+        self.carried = self.indices[5]  # 1 where the row decoded in the step still in flight, for the same request
+        # The noise of the row's next frame, and of the one after (used when the unread step made a frame).
+        self.noise = torch.zeros(2, slots, latent, device=device, dtype=dtype)
         self.guidance = torch.zeros(slots, dtype=torch.float32, device=device)
         self.row_index = torch.arange(slots, device=device)
+        # Written by each step for the next: did the row make a frame, did it choose the speech-start token.
+        self.previous = torch.zeros(2, slots, dtype=torch.long, device=device)
         pinned = device.type == "cuda"
-        self.host_indices = torch.zeros(5, slots, dtype=torch.long, pin_memory=pinned)
-        self.host_noise = torch.zeros(slots, latent, dtype=torch.float32, pin_memory=pinned)
+        self.host_indices = torch.zeros(6, slots, dtype=torch.long, pin_memory=pinned)
+        self.host_noise = torch.zeros(2, slots, latent, dtype=torch.float32, pin_memory=pinned)
         self.host_guidance = torch.zeros(slots, dtype=torch.float32, pin_memory=pinned)
 
     def fill(
@@ -100,21 +110,33 @@ class FrameStepInputs:
         rows: int,
         positive: tuple[list[int], list[int]],
         negative: tuple[list[int], list[int]],
-        decoding: dict[int, tuple[torch.Tensor, float]],
+        decoding: dict[int, RowInputs],
     ) -> None:
-        """Rows `0..rows-1`: each branch's (lengths, visible starts); per decoding row, its noise and CFG scale."""
+        """Rows `0..rows-1`: each branch's (lengths, visible starts) as the host knows them, and the decoding rows."""
         host = self.host_indices[:, :rows]
         for index, values in enumerate((*positive, *negative)):
             host[index] = torch.tensor(values[:rows])
-        host[4].zero_()
-        self.host_noise[:rows].zero_()
-        for row, (noise, guidance) in decoding.items():
+        host[4:].zero_()
+        self.host_noise[:, :rows].zero_()
+        for row, inputs in decoding.items():
             host[4, row] = 1
-            self.host_noise[row] = noise
-            self.host_guidance[row] = guidance
+            host[5, row] = inputs.carried
+            self.host_noise[0, row] = inputs.noise
+            self.host_noise[1, row] = inputs.noise_after_frame
+            self.host_guidance[row] = inputs.guidance
         self.indices[:, :rows].copy_(host, non_blocking=True)
-        self.noise[:rows].copy_(self.host_noise[:rows], non_blocking=True)
+        self.noise[:, :rows].copy_(self.host_noise[:, :rows], non_blocking=True)
         self.guidance[:rows].copy_(self.host_guidance[:rows], non_blocking=True)
+
+
+@dataclass(frozen=True)
+class RowInputs:
+    """What the host gives one decoding row."""
+
+    noise: torch.Tensor  # [latent] the noise of its next frame
+    noise_after_frame: torch.Tensor  # the next frame's, if the step in flight made one for it (else = noise)
+    guidance: float
+    carried: bool  # it decoded in the step still in flight
 
 
 @dataclass(frozen=True)
@@ -159,9 +181,10 @@ class CapturedSteps:
         """Warm the step up once (lazy buffers, kernel choices), then record it.
 
         The warm-up really runs, so it runs with no row decoding: its KV writes land past every length and
-        the codec streams keep their state. Recording runs nothing.
+        the codec streams keep their state; what it writes for the next step is put back. Recording runs
+        nothing.
         """
-        decoding = self.inputs.decoding.clone()
+        decoding, previous = self.inputs.decoding.clone(), self.inputs.previous.clone()
         self.inputs.decoding.zero_()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -169,6 +192,7 @@ class CapturedSteps:
             self.step(key)
         torch.cuda.current_stream().wait_stream(side)
         self.inputs.decoding.copy_(decoding)
+        self.inputs.previous.copy_(previous)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()

@@ -137,7 +137,7 @@ class RequestState:
     frames: int = 0
     first_audio_at: float | None = None
     cancel_requested: bool = False
-    pending_noise: torch.Tensor | None = None  # drawn for the next frame, kept until a frame uses it
+    noise_queue: list[torch.Tensor] = field(default_factory=list)  # drawn for the next frames, oldest first
 
     @property
     def in_prefill(self) -> bool:
@@ -152,3 +152,13 @@ class RequestState:
         if self.first_audio_at is None:
             return 0.0
         return self.audio_seconds - (now - self.first_audio_at)
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """What one request got from a step: the chosen token and, for the diffusion token, a frame."""
+
+    state: RequestState
+    token: int
+    audio: np.ndarray | None = None  # [samples_per_frame] float32
+    latent: torch.Tensor | None = None  # [latent_dim] float32 CPU

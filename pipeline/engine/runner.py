@@ -27,29 +27,11 @@ import numpy as np
 import torch
 
 from diffusion.dpm_solver import sample_with_guidance
-from pipeline.engine.frame_step import (
-    CapturedSteps,
-    FrameStepInputs,
-    FrameStepKey,
-    FrameStepOutputs,
-    batch_buckets,
-    bucket_for,
-    key_length_bucket,
-)
+from pipeline.engine.fixed_decoder import FixedDecoder
 from pipeline.engine.kv_cache import FixedSlotView, KVCacheShape, SlotCacheView, SlotKVCache
-from pipeline.engine.requests import PromptInputs, RequestState
+from pipeline.engine.requests import PromptInputs, RequestState, RowOutcome
 from pipeline.model_loading import LoadedModel
 from tokenizer.streaming import SlotConvCache
-
-
-@dataclass(frozen=True)
-class RowOutcome:
-    """What one slot got from a step: the chosen token and, for the diffusion token, a frame."""
-
-    state: RequestState
-    token: int
-    audio: np.ndarray | None = None  # [samples_per_frame] float32
-    latent: torch.Tensor | None = None  # [latent_dim] float32 CPU
 
 
 @dataclass(frozen=True)
@@ -61,7 +43,14 @@ class _ChosenRow:
 
 class ModelRunner:
     def __init__(
-        self, loaded: LoadedModel, slots: int, capacity: int, *, fixed_shapes: bool = False, cuda_graphs: bool = False
+        self,
+        loaded: LoadedModel,
+        slots: int,
+        capacity: int,
+        *,
+        fixed_shapes: bool = False,
+        cuda_graphs: bool = False,
+        overlap: bool = False,
     ) -> None:
         self.model = loaded.model
         self.inner = loaded.model.model
@@ -87,13 +76,11 @@ class ModelRunner:
         self.latent_dim = config.audio_config.hidden_size
         self.vae_std = config.audio_config.vae_std
         self.hop_length = config.audio_config.hop_length
-        self.fixed_shapes = fixed_shapes
-        if fixed_shapes:
-            self.buckets = batch_buckets(slots)
-            self.choosable = torch.tensor(self.choosable_ids, device=self.device)
-            self.step_inputs = FrameStepInputs(slots, text.hidden_size, self.latent_dim, self.device, self.dtype)
-            graphs = cuda_graphs and self.device.type == "cuda"
-            self.captured = CapturedSteps(self._fixed_step, self.step_inputs, enabled=graphs)
+        self.fixed = (
+            FixedDecoder(self, slots, text.hidden_size, cuda_graphs=cuda_graphs, overlap=overlap)
+            if fixed_shapes
+            else None
+        )
 
     @property
     def cache_nbytes(self) -> int:
@@ -115,6 +102,8 @@ class ModelRunner:
             streams.reset(slot)
         self.prompt_embeds[slot] = self._embed_prompt(state.request.prompt, state.generator)
         state.prefill_length = state.request.prompt.length
+        if self.fixed is not None:
+            self.fixed.admit(state)
         latents = state.request.resume_latents
         if latents is None or len(latents) == 0:
             return None
@@ -132,7 +121,7 @@ class ModelRunner:
         for _ in range(frames):
             torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)
         latents = latents.to(self.device, self.dtype)
-        audio, embeds = self._stream_frames(latents.unsqueeze(0), torch.tensor([slot], device=self.device))
+        audio, embeds = self.stream_frames(latents.unsqueeze(0), torch.tensor([slot], device=self.device))
         self.prompt_embeds[slot] = torch.cat([self.prompt_embeds[slot], embeds[:, :-1]], dim=1)
         state.prefill_length += frames - 1
         self.next_embeds[slot] = embeds[0, -1:]
@@ -142,7 +131,10 @@ class ModelRunner:
         return audio.float().reshape(frames, -1).cpu().numpy()
 
     def release(self, slot: int) -> None:
+        """The slot's request is over: whatever of it is still in flight is dropped when read back."""
         self.prompt_embeds.pop(slot, None)
+        if self.fixed is not None:
+            self.fixed.release(slot)
 
     @torch.inference_mode()
     def run(self, prefill: Sequence[tuple[RequestState, int]], decode: Sequence[RequestState]) -> list[RowOutcome]:
@@ -152,138 +144,58 @@ class ModelRunner:
             hidden = self._prefill_chunk(state, tokens)
             if not state.in_prefill and not state.resumed:  # a resumed slot's next input is its last frame
                 chosen.append(_ChosenRow(state, hidden, None))
-        outcomes: list[RowOutcome] = []
-        if decode and self._runs_fixed(decode):
-            outcomes = self._fixed_decode(decode)
-        elif decode:
-            slots = [state.slot for state in decode]
-            inputs = self.next_embeds[slots]
-            hidden = self._forward(self.positive, slots, inputs)[:, -1]
-            chosen += [_ChosenRow(s, hidden[i], inputs[i]) for i, s in enumerate(decode)]
+        if decode and self.fixed is not None and self.fixed.takes(decode):
+            outcomes = self.fixed.decode(decode)
+        else:
+            outcomes = self.flush()  # the eager step below may touch the slots of a step in flight
+            if decode:
+                slots = [state.slot for state in decode]
+                inputs = self.next_embeds[slots]
+                hidden = self._forward(self.positive, slots, inputs)
+                chosen += [_ChosenRow(s, hidden[i], inputs[i]) for i, s in enumerate(decode)]
         if not chosen:
             return outcomes
         tokens = self._choose_tokens(torch.stack([row.hidden for row in chosen]))
-        return self._advance(chosen, tokens) + outcomes
+        return outcomes + self._advance(chosen, tokens)  # older outcomes (read back late) first
 
     @torch.inference_mode()
     def warm_up(self, diffusion_steps: int, max_keys: int) -> int:
-        """Capture the fixed-shape step's graphs for every row bucket and key bucket up to `max_keys` keys.
+        """Capture the fixed-shape step's graphs before serving, so no request waits on a capture.
 
-        Done before serving, so no request waits on a capture. Harmless at any time: no row decodes in a
-        warm-up replay (see `CapturedSteps`). Returns the graphs held; 0 when graphs are off.
+        Returns the graphs held; 0 when graphs are off.
         """
-        if not (self.fixed_shapes and self.captured.enabled):
-            return 0
-        columns = self.positive.shape.capacity + 1
-        key_buckets = sorted({key_length_bucket(n, columns) for n in range(1, min(max_keys, columns) + 1)})
-        self.step_inputs.decoding.zero_()
-        for rows in self.buckets:
-            for key_length in key_buckets:
-                self.captured.run(FrameStepKey(rows, key_length, diffusion_steps))
-        return len(self.captured.graphs)
+        return 0 if self.fixed is None else self.fixed.warm_up(diffusion_steps, max_keys)
 
-    def _runs_fixed(self, decode: Sequence[RequestState]) -> bool:
-        """The fixed-shape step samples one step count per batch; mixed counts take the eager step."""
-        return self.fixed_shapes and len({state.request.diffusion_steps for state in decode}) == 1
+    @torch.inference_mode()
+    def flush(self) -> list[RowOutcome]:
+        """The outcomes of a fixed-shape step still in flight (none without one)."""
+        return [] if self.fixed is None else self.fixed.flush()
 
-    def _fixed_decode(self, decode: Sequence[RequestState]) -> list[RowOutcome]:
-        """The decode rows through the fixed-shape step: fill its inputs, run it, commit what each row kept."""
-        rows = bucket_for(max(state.slot for state in decode) + 1, self.buckets)
-        needed = 1 + max(max(cache.lengths[:rows]) for cache in (self.positive, self.negative))
-        key = FrameStepKey(
-            rows, key_length_bucket(needed, self.positive.shape.capacity + 1), decode[0].request.diffusion_steps
-        )
-        buffers = self.step_inputs
-        buffers.inputs[:rows] = self.next_embeds[:rows]
-        buffers.fill(
-            rows,
-            (self.positive.lengths, self.positive.visible_from),
-            (self.negative.lengths, self.negative.visible_from),
-            {state.slot: (self._noise(state), state.request.cfg_scale) for state in decode},
-        )
-        step = self.captured.run(key)
-        keep = buffers.decoding[:rows, None, None].bool()
-        self.next_embeds[:rows] = torch.where(keep, step.next_inputs, self.next_embeds[:rows])
-        return self._commit_fixed(decode, step)
+    def noise_at(self, state: RequestState, index: int) -> torch.Tensor:
+        """The noise of the request's frame `index` frames from now, drawn in order and kept until used.
 
-    def _commit_fixed(self, decode: Sequence[RequestState], step: FrameStepOutputs) -> list[RowOutcome]:
-        """Read the step back (the one synchronisation) and count, per row, the entries and frames it kept."""
-        tokens = step.tokens.tolist()
-        made = [state for state in decode if tokens[state.slot] == self.audio_token_id]
-        made_slots = torch.tensor([state.slot for state in made], dtype=torch.long)
-        audio = step.audio[made_slots.to(self.device)].float().cpu().numpy()
-        latents = step.latents[made_slots.to(self.device)].float().cpu()
-        frames = {state.slot: j for j, state in enumerate(made)}
-        outcomes = []
-        for state in decode:
-            slot, token = state.slot, tokens[state.slot]
-            self.positive.lengths[slot] += 1
-            if slot in frames:
-                self.negative.lengths[slot] += 1
-                state.pending_noise = None
-                outcomes.append(RowOutcome(state, token, audio[frames[slot]], latents[frames[slot]]))
-                continue
-            if token == self.audio_bos_token_id:
-                self.negative.hide_history(slot)
-            outcomes.append(RowOutcome(state, token))
-        return outcomes
+        `generate()` draws a CFG pair per frame and denoises the first. The fixed-shape step hands rows
+        their noise before it knows which make a frame, so draws wait in the request's queue until one does.
+        """
+        while len(state.noise_queue) <= index:
+            state.noise_queue.append(torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)[0])
+        return state.noise_queue[index]
 
-    def _fixed_step(self, key: FrameStepKey) -> FrameStepOutputs:
-        """The whole decode step for rows `0..key.rows-1`, free of host synchronisation (see frame_step.py)."""
-        rows, buffers = key.rows, self.step_inputs
-        inputs = buffers.inputs[:rows]
-        row_index = buffers.row_index[:rows]
-        positive = self._fixed_forward(
-            self.positive, key, inputs, buffers.positive_positions[:rows], buffers.positive_visible_from[:rows]
-        )
-        scores = positive.to(self.choosable_head.dtype) @ self.choosable_head.T
-        tokens = self.choosable[scores.float().argmax(dim=-1)]
-        makes_frame = (tokens == self.audio_token_id) & buffers.decoding[:rows].bool()
-        negative = self._fixed_forward(
-            self.negative, key, inputs, buffers.negative_positions[:rows], buffers.negative_visible_from[:rows]
-        )
-        latents = sample_with_guidance(
-            self.inner.diffusion_head,
-            positive,
-            negative,
-            buffers.noise[:rows],
-            buffers.guidance[:rows],
-            key.diffusion_steps,
-        )
-        audio, embeds = self._stream_frames(latents.unsqueeze(1), row_index, keep=makes_frame)
-        token_embeds = self.inner.get_input_embeddings()(tokens).unsqueeze(1)
-        next_inputs = torch.where(makes_frame[:, None, None], embeds, token_embeds)
-        return FrameStepOutputs(tokens, makes_frame, audio.reshape(rows, -1), latents, next_inputs)
-
-    def _fixed_forward(
-        self,
-        cache: SlotKVCache,
-        key: FrameStepKey,
-        embeds: torch.Tensor,
-        positions: torch.Tensor,
-        visible_from: torch.Tensor,
-    ) -> torch.Tensor:
-        view = FixedSlotView(
-            cache, key.rows, key.key_length, positions, visible_from, self.step_inputs.row_index[: key.rows]
-        )
+    def language_model(self, embeds: torch.Tensor, cache: SlotCacheView | FixedSlotView) -> torch.Tensor:
+        """The LM over `embeds` [batch, tokens, hidden] against `cache`; each row's last hidden state."""
         output = self.inner.language_model(
             inputs_embeds=embeds,
-            attention_mask={"full_attention": view.attention_mask},
-            position_ids=view.position_ids,
-            past_key_values=view,
+            attention_mask={"full_attention": cache.attention_mask},
+            position_ids=cache.position_ids,
+            past_key_values=cache,
             use_cache=True,
         )
         return output.last_hidden_state[:, -1]
 
-    def _noise(self, state: RequestState) -> torch.Tensor:
-        """The noise of the request's next frame, drawn once and kept until a frame uses it.
-
-        `generate()` draws a CFG pair per frame and denoises the first. The fixed-shape step must hand every
-        row its noise before it knows which rows make a frame, so the draw waits here until one does.
-        """
-        if state.pending_noise is None:
-            state.pending_noise = torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)[0]
-        return state.pending_noise
+    def sample_frames(
+        self, positive: torch.Tensor, negative: torch.Tensor, noise: torch.Tensor, guidance: torch.Tensor, steps: int
+    ) -> torch.Tensor:
+        return sample_with_guidance(self.inner.diffusion_head, positive, negative, noise, guidance, steps)
 
     def _embed_prompt(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
         input_ids = prompt.input_ids.to(self.device)
@@ -318,21 +230,15 @@ class ModelRunner:
         hidden = self._forward(self.positive, [state.slot], chunk)
         state.prefilled += tokens
         if not state.in_prefill:
-            self.release(state.slot)
-        return hidden[0, -1]
+            self.prompt_embeds.pop(state.slot)
+        return hidden[0]
 
     def _forward(self, cache: SlotKVCache, slots: list[int], embeds: torch.Tensor) -> torch.Tensor:
         """The LM over `embeds` [batch, tokens, hidden] appended to each slot's cache; last hidden states."""
-        view: SlotCacheView = cache.view(slots, embeds.shape[1], self.device)
-        output = self.inner.language_model(
-            inputs_embeds=embeds,
-            attention_mask={"full_attention": view.attention_mask},
-            position_ids=view.position_ids,
-            past_key_values=view,
-            use_cache=True,
-        )
+        view = cache.view(slots, embeds.shape[1], self.device)
+        hidden = self.language_model(embeds, view)
         view.commit()
-        return output.last_hidden_state
+        return hidden
 
     def _choose_tokens(self, hidden: torch.Tensor) -> list[int]:
         scores = hidden.to(self.choosable_head.dtype) @ self.choosable_head.T
@@ -360,21 +266,19 @@ class ModelRunner:
         slots = [row.state.slot for row in rows]
         negative = self._negative_conditions(rows)
         positive = torch.stack([row.hidden for row in rows])
-        noise = torch.stack([self._noise(row.state) for row in rows]).to(self.device, self.dtype)
+        noise = torch.stack([self.noise_at(row.state, 0) for row in rows]).to(self.device, self.dtype)
         for row in rows:
-            row.state.pending_noise = None
+            row.state.noise_queue.pop(0)
         latents = torch.empty_like(noise)
         for steps in sorted({row.state.request.diffusion_steps for row in rows}):
             group = [i for i, row in enumerate(rows) if row.state.request.diffusion_steps == steps]
             guidance = torch.tensor([rows[i].state.request.cfg_scale for i in group], device=self.device)
-            latents[group] = sample_with_guidance(
-                self.inner.diffusion_head, positive[group], negative[group], noise[group], guidance, steps
-            )
-        audio, embeds = self._stream_frames(latents.unsqueeze(1), torch.tensor(slots, device=self.device))
+            latents[group] = self.sample_frames(positive[group], negative[group], noise[group], guidance, steps)
+        audio, embeds = self.stream_frames(latents.unsqueeze(1), torch.tensor(slots, device=self.device))
         self.next_embeds[slots] = embeds
         return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
 
-    def _stream_frames(
+    def stream_frames(
         self, latents: torch.Tensor, slot_index: torch.Tensor, keep: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Latents [slots, frames, latent] through each slot's streaming decoder and semantic encoder.
@@ -401,4 +305,4 @@ class ModelRunner:
         """
         bos = self.inner.get_input_embeddings()(torch.tensor([self.audio_bos_token_id], device=self.device))
         inputs = torch.stack([bos if row.positive_input is None else row.positive_input for row in rows])
-        return self._forward(self.negative, [row.state.slot for row in rows], inputs)[:, -1]
+        return self._forward(self.negative, [row.state.slot for row in rows], inputs)
