@@ -2,7 +2,8 @@
 
 At start the app migrates the database to the newest schema and connects to Redis lazily (a Redis that is
 down makes job events fall back to database reads and sends wait for the sweeper; it does not stop the
-api). `uvicorn --factory api.app:app_from_env` serves it with settings from the environment.
+api). `uvicorn --factory api.app:app_from_env --http api.http_protocol:BoundedHttpToolsProtocol` serves it
+with settings from the environment and a bounded request head, as `voxcast serve` does.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from contextlib import asynccontextmanager
 import redis.asyncio
 from fastapi import FastAPI
 
+from api.body_limits import BodyLimitMiddleware
 from api.deps import ApiServices
-from api.errors import install_error_handlers
+from api.errors import ERROR_RESPONSES, install_error_handlers
+from api.rate_limit import RateLimiter
 from api.routes import admin, admin_workers, jobs, regeneration, speech, voices
 from core.db import Database, database_url, upgrade_database
 from core.logging import configure_logging
@@ -25,21 +28,19 @@ from workers.celery_app import create_celery_app
 
 logger = logging.getLogger(__name__)
 
-# Room for a script and up to four voice files in one request; each file is held to max_upload_bytes.
-_REQUEST_OVERHEAD_BYTES = 2 * 1024 * 1024
-_MAX_VOICE_FILES = 4
-
 
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade_database(database_url(settings))
+        redis_client = redis.asyncio.Redis.from_url(settings.redis_url)
         services = ApiServices(
             settings=settings,
             database=Database.from_settings(settings),
             data=DataFolder(settings.data_dir),
             celery=create_celery_app(settings),
-            redis=redis.asyncio.Redis.from_url(settings.redis_url),
+            redis=redis_client,
+            limiter=RateLimiter(redis_client, settings.redis_namespace, settings.max_requests_per_minute),
         )
         app.state.services = services
         logger.info("api ready", extra={"single_user": settings.single_user})
@@ -54,12 +55,12 @@ def create_app(settings: Settings) -> FastAPI:
         summary="Speaker-tagged scripts in, multi-speaker podcasts out.",
         version="0.1.0",
         lifespan=lifespan,
-        max_body_size=_MAX_VOICE_FILES * settings.max_upload_bytes + _REQUEST_OVERHEAD_BYTES,
     )
+    app.add_middleware(BodyLimitMiddleware, settings=settings)
     install_error_handlers(app)
     routers = (jobs.router, regeneration.router, speech.router, voices.router, admin.router, admin_workers.router)
     for router in routers:
-        app.include_router(router)
+        app.include_router(router, responses=ERROR_RESPONSES)
 
     @app.get("/healthz", include_in_schema=False)
     def health() -> dict[str, str]:

@@ -15,8 +15,10 @@ from celery import Celery
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from api.errors import Forbidden, NotAuthenticated
+from api.errors import Forbidden, NotAuthenticated, TooManyRequests
+from api.rate_limit import RateLimiter
 from core.api_keys import find_api_key, local_admin_key
 from core.db import Database
 from core.settings import Settings
@@ -32,6 +34,7 @@ class ApiServices:
     data: DataFolder
     celery: Celery
     redis: redis.asyncio.Redis
+    limiter: RateLimiter
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,22 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 _bearer = HTTPBearer(auto_error=False, description="an API key from `voxcast keys create`")
 
 
-def get_caller(
+async def get_caller(
     services: ServicesDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Caller:
+    """The key behind the request, once it is known and within its requests per minute (else 401, 429)."""
+    caller = await run_in_threadpool(_find_caller, services, credentials)
+    wait = await services.limiter.seconds_to_wait(caller.key_id)
+    if wait:
+        raise TooManyRequests(
+            f"this key sent more than {services.limiter.per_minute} requests in a minute "
+            f"(VOXCAST_MAX_REQUESTS_PER_MINUTE); retry in {wait} s",
+            retry_after_seconds=wait,
+        )
+    return caller
+
+
+def _find_caller(services: ApiServices, credentials: HTTPAuthorizationCredentials | None) -> Caller:
     """The key behind the request, looked up in a transaction of its own.
 
     Not the route's `SessionDep`: routes that open their own transactions would wait on it (SQLite has one

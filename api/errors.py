@@ -9,10 +9,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from api.params import ID_PATTERN
+from api.schemas import PRINTABLE_TEXT, ErrorMessage, ValidationErrors
+
+# What a pattern means, for the 422 of a value that does not match it (pydantic would quote the regex).
+_PATTERN_RULES = {
+    ID_PATTERN: "an id is 32 lowercase hex digits",
+    PRINTABLE_TEXT: "only printable text is allowed: no control characters (NUL, line breaks, escape codes)",
+}
+
+
+# The error answers every route may give, for the OpenAPI document (a route's own 2xx are in its decorator).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorMessage, "description": "a body that cannot be parsed (malformed JSON or multipart)"},
+    401: {"model": ErrorMessage, "description": "no API key, or an unknown or revoked one"},
+    403: {"model": ErrorMessage, "description": "an admin route called with a key that is not an admin's"},
+    404: {"model": ErrorMessage, "description": "no such job, voice or file for this key (another key's is a 404 too)"},
+    409: {"model": ErrorMessage, "description": "the job is not in a state that allows this"},
+    413: {"model": ErrorMessage, "description": "the body or an uploaded file is over its size limit"},
+    415: {"model": ErrorMessage, "description": "a body of a media type the route does not take"},
+    422: {"model": ValidationErrors, "description": "invalid input, each problem naming its field"},
+    429: {"model": ErrorMessage, "description": "too many jobs in flight, or requests in a minute (Retry-After)"},
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,10 @@ class ApiError(Exception):
         super().__init__(message)
         self.message = message
 
+    def headers(self) -> dict[str, str] | None:
+        """Response headers the status needs (WWW-Authenticate, Retry-After); none by default."""
+        return None
+
 
 class NotFound(ApiError):
     status_code = 404
@@ -58,8 +86,30 @@ class TooManyJobs(ApiError):
     status_code = 429
 
 
+class TooManyRequests(ApiError):
+    """The key spent its requests per minute; `Retry-After` says when the next one is admitted."""
+
+    status_code = 429
+
+    def __init__(self, message: str, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_seconds)}
+
+
+class ContentTooLarge(ApiError):
+    """A request body or an uploaded file over its size limit (RFC 9110's 413 Content Too Large)."""
+
+    status_code = 413
+
+
 class NotAuthenticated(ApiError):
     status_code = 401
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
 
 
 class Forbidden(ApiError):
@@ -82,8 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _api_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(error, NotAuthenticated) else None
-    return JSONResponse({"detail": error.message}, status_code=error.status_code, headers=headers)
+    return JSONResponse({"detail": error.message}, status_code=error.status_code, headers=error.headers())
 
 
 async def _invalid_input(_request: Request, error: Exception) -> JSONResponse:
@@ -98,12 +147,15 @@ async def _request_validation_error(_request: Request, error: Exception) -> JSON
     for item in error.errors():
         location = [str(part) for part in item.get("loc", ())]
         names = location[1:] if location[:1] in (["body"], ["query"], ["path"], ["header"]) else location
+        message = item.get("msg")
+        if item.get("type") == "string_pattern_mismatch":
+            message = _PATTERN_RULES.get(str(item.get("ctx", {}).get("pattern")), message)
         details.append(
             {
                 "type": item.get("type"),
                 "loc": item.get("loc"),
                 "field": ".".join(names),
-                "msg": item.get("msg"),
+                "msg": message,
             }
         )
     return JSONResponse({"detail": details}, status_code=422)

@@ -13,6 +13,10 @@ QueueName = Literal["interactive", "batch"]
 JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
 SpeechFormat = Literal["mp3", "opus", "flac", "wav", "pcm"]
 MAX_SEED = 2**31 - 1
+# Names, titles and keys are printable text: control characters (NUL among them, which PostgreSQL refuses to
+# store) have no place in them.
+PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"
+ShortText = Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE_TEXT)]
 MAX_SPEECH_INPUT_CHARS = 4096  # OpenAI's limit; about five minutes of speech, one generation
 
 
@@ -31,7 +35,7 @@ class GenerationParams(_Body):
 class JobOptions(_Body):
     """Everything about a job but its script (the multipart form carries these as one JSON part)."""
 
-    voices: dict[str, str] = Field(
+    voices: dict[ShortText, ShortText] = Field(
         default_factory=dict,
         description="speaker (number, name or key as in the script) -> voice id; inline uploads fill the rest",
     )
@@ -40,7 +44,7 @@ class JobOptions(_Body):
     settings: GenerationParams = Field(default_factory=GenerationParams)
     queue: QueueName = "interactive"
     priority: int = Field(5, ge=0, le=9, description="0..9; higher runs sooner within its queue")
-    title: str | None = Field(None, max_length=200)
+    title: str | None = Field(None, max_length=200, pattern=PRINTABLE_TEXT)
 
 
 class JobCreate(JobOptions):
@@ -150,7 +154,7 @@ class RegenerationView(BaseModel):
     segments: list[RegeneratedSegment] = Field(description="the segments generated again, with their new seeds")
 
 
-VoiceName = Annotated[str, Field(min_length=1, max_length=100)]
+VoiceName = ShortText
 
 
 class VoiceRef(_Body):
@@ -173,7 +177,11 @@ class SpeechRequest(_Body):
     response_format: SpeechFormat = "mp3"
     speed: float = Field(1.0, ge=0.25, le=4.0)
     instructions: str | None = Field(None, max_length=4096)
-    stream: bool = Field(False, description="stream the audio in chunks as it is read from the finished file")
+    stream: bool = Field(
+        False,
+        description="send the audio in chunks: pcm and wav as they are generated (raw, not loudness-normalised), "
+        "other formats as the finished file is read",
+    )
     stream_format: Literal["audio"] | None = None
     settings: GenerationParams = Field(default_factory=GenerationParams)
 
@@ -218,3 +226,25 @@ class WorkerView(BaseModel):
 
 class WorkerList(BaseModel):
     workers: list[WorkerView]
+
+
+class ErrorMessage(BaseModel):
+    """Every error but a 422: what went wrong and what to do, in one sentence."""
+
+    detail: str
+
+
+class ProblemView(BaseModel):
+    """One thing to fix in a request: `field` is its dotted name, `line` the script line when there is one."""
+
+    type: str
+    loc: list[str | int]
+    field: str
+    msg: str
+    line: int | None = None
+
+
+class ValidationErrors(BaseModel):
+    """A 422: every problem found in the request."""
+
+    detail: list[ProblemView]

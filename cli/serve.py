@@ -92,12 +92,13 @@ def _serve_api(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.http_protocol import BoundedHttpToolsProtocol
     from webui.app import STUDIO_PATH, local_api_url, mount_studio
 
     studio_api = settings.webui_api_url or local_api_url(host, port)
     app = mount_studio(create_app(settings), studio_api, max_upload_bytes=settings.max_upload_bytes)
     print(f"voxcast: studio at http://{host}:{port}{STUDIO_PATH}/, api at http://{host}:{port}/v1", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower())
+    uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(), http=BoundedHttpToolsProtocol)
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.settings import Settings
@@ -30,6 +33,12 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 # Any constant works: it only has to be the same in every process that migrates the same database.
 _POSTGRES_MIGRATION_LOCK = 0x766F78636173
+# How long a transaction whose connection died is tried again: a server restart or failover takes seconds.
+RECONNECT_SECONDS = 10.0
+_RECONNECT_FIRST_DELAY = 0.05
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def database_url(settings: Settings) -> str:
@@ -89,6 +98,36 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def retry_on_disconnect(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run `function` (one short transaction) again when the server dropped its connection mid-way.
+
+    Pre-ping replaces a pooled connection that died while idle, but not one that dies during a query (a
+    server restart, a failover, an administrator's pg_terminate_backend): that transaction is rolled back
+    and raises. For a function whose whole effect is that one transaction, running it again on a fresh
+    connection is what should happen; a running job must not fail because its progress write met a
+    restart. Retries back off for up to `RECONNECT_SECONDS`; other database errors are raised at once.
+    """
+
+    @functools.wraps(function)
+    def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        delay = _RECONNECT_FIRST_DELAY
+        while True:
+            try:
+                return function(*args, **kwargs)
+            except DBAPIError as error:
+                if not error.connection_invalidated or time.monotonic() + delay > deadline:
+                    raise
+                logger.warning(
+                    "database connection lost; trying again",
+                    extra={"operation": function.__name__, "error": str(error.orig).strip()},
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    return retrying
 
 
 def upgrade_database(url: str) -> None:

@@ -1,17 +1,23 @@
 """What a running job tells its listeners, and the Redis pub/sub channel it travels on.
 
 Workers publish; the api subscribes and turns the events into server-sent events. Pub/sub is only the fast
-path: every event's content is also in the database (or derivable from it), so a listener that joins late
-or a Redis that blinks loses nothing but immediacy.
+path: every event's content is also in the database or the job's folder (or derivable from them), so a
+listener that joins late or a Redis that blinks loses nothing but immediacy. `audio` chunks are the one
+kind that is live only: a listener hears them from when it joins, and the stored segments hold the rest.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Annotated, Literal
 
+import numpy as np
 import redis
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+
+from core.pcm import to_pcm16
+from core.storage import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +58,32 @@ class SegmentEvent(_Event):
     seconds: float
 
 
+class AudioEvent(_Event):
+    """Frames of a segment just generated, for listening before the segment is stored (best effort).
+
+    `pcm` is base64 of 16-bit little-endian mono samples at `sample_rate`: the raw generated signal,
+    before the loudness normalisation of the finished episode. A segment's chunks count its frames from 0;
+    a resumed segment's replayed frames are published again from 0 (the same audio, decoded again from
+    stored latents), so a listener keeps audio by frame index and skips what it has.
+    """
+
+    kind: Literal["audio"] = "audio"
+    segment: int
+    first_frame: int  # 0-based index, within the segment, of the chunk's first frame
+    frames: int
+    sample_rate: int = SAMPLE_RATE
+    pcm: str
+
+    @classmethod
+    def of(cls, segment: int, first_frame: int, frames: int, samples: np.ndarray) -> AudioEvent:
+        """The chunk holding `samples` (float, 24 kHz mono): `frames` frames from `first_frame` on."""
+        pcm = base64.b64encode(to_pcm16(samples)).decode("ascii")
+        return cls(segment=segment, first_frame=first_frame, frames=frames, pcm=pcm)
+
+    def pcm_bytes(self) -> bytes:
+        return base64.b64decode(self.pcm)
+
+
 class StateEvent(_Event):
     """The job changed state; a final state (done, failed, cancelled) is the last event of a job."""
 
@@ -60,7 +92,7 @@ class StateEvent(_Event):
     error: str | None = None
 
 
-JobEvent = Annotated[ProgressEvent | SegmentEvent | StateEvent, Field(discriminator="kind")]
+JobEvent = Annotated[ProgressEvent | SegmentEvent | AudioEvent | StateEvent, Field(discriminator="kind")]
 JOB_EVENT = TypeAdapter(JobEvent)
 
 
@@ -75,7 +107,7 @@ class EventPublisher:
         self.client = client
         self.namespace = namespace
 
-    def publish(self, job_id: str, event: ProgressEvent | SegmentEvent | StateEvent) -> None:
+    def publish(self, job_id: str, event: ProgressEvent | SegmentEvent | AudioEvent | StateEvent) -> None:
         try:
             self.client.publish(job_channel(self.namespace, job_id), event.model_dump_json())
         except redis.RedisError as error:

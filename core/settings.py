@@ -43,6 +43,10 @@ class Settings:
     stale_after_seconds: float = 60.0  # a running job silent this long is re-enqueued by the sweeper
     max_jobs_in_flight: int = 4  # queued or running jobs per API key
     max_upload_bytes: int = 50 * 1024 * 1024  # one voice file
+    max_requests_per_minute: int = 600  # per API key, across every api process (Redis); 0 turns the limit off
+    max_script_chars: int = 200_000  # one job's script; the parser never reads more than 200,000
+    max_job_audio_minutes: float = 90.0  # estimated audio of one job; the planner never plans more than 90
+    stream_chunk_frames: int = 8  # frames per live audio chunk a worker publishes (7.5 a second: ~1 s)
     script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
     script_max_attempts: int = 3  # LLM replies per drafting job before it fails with the last validation error
     script_max_new_tokens: int = 16_384  # cap on one LLM reply (a draft asks for ~2 tokens per target word)

@@ -13,12 +13,13 @@ Every file is written to a temporary sibling, flushed to disk and renamed into p
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import soundfile as sf
@@ -26,19 +27,89 @@ import soundfile as sf
 SAMPLE_RATE = 24_000
 
 
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class NoSpaceLeft(OSError):
+    """A write failed because the filesystem is full or the quota is spent; says which file and what to do."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.ENOSPC, "no space left on the device", str(path))
+
+    def __str__(self) -> str:
+        return f"no space left on the device to write {self.filename}; free some space, then retry"
+
+
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Write `path` through `write(handle)` into a temporary sibling, fsync it, then rename it into place."""
+    """Write `path` through `write(handle)` into a temporary sibling, fsync it, then rename it into place.
+
+    On any error the temporary file is removed and `path` is left as it was; a full disk is `NoSpaceLeft`.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with temporary.open("wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_durably(temporary, write, target=path)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     return path
+
+
+def write_durably(file: Path, write: Callable[[BinaryIO], object], *, target: Path, exclusive: bool = False) -> None:
+    """Create `file` through `write(handle)`, flush and fsync it; an error that hides a full disk is `NoSpaceLeft`.
+
+    soundfile writes through C callbacks that swallow the handle's exceptions: on a full disk it either
+    fails with an empty AssertionError or returns as if it had written a file that is in fact cut short.
+    The handle is wrapped so the first OS error is kept and raised after `write` returns or fails anyway.
+    """
+    guarded: _ErrorKeepingFile | None = None
+    try:  # around the `with`: closing flushes what is still buffered, and that can hit the full disk too
+        with file.open("xb" if exclusive else "wb") as handle:
+            guarded = _ErrorKeepingFile(handle)
+            write(cast(BinaryIO, guarded))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException as error:
+        kept = guarded.error if guarded is not None else None
+        raise _as_no_space(kept or error, target) from error
+    if guarded.error is not None:
+        raise _as_no_space(guarded.error, target) from guarded.error
+
+
+def _as_no_space(error: BaseException, target: Path) -> BaseException:
+    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+        return NoSpaceLeft(target)
+    return error
+
+
+class _ErrorKeepingFile:
+    """A binary file handle that remembers the first OSError of its writes and seeks, and re-raises it."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        return self._kept(self._handle.write, data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._kept(self._handle.seek, offset, whence)
+
+    def tell(self) -> int:
+        return self._kept(self._handle.tell)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._kept(self._handle.read, size)
+
+    def flush(self) -> None:
+        self._kept(self._handle.flush)
+
+    def _kept(self, operation: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return operation(*args)
+        except OSError as error:
+            self.error = self.error or error
+            raise
 
 
 def write_audio(path: Path, samples: np.ndarray, subtype: str) -> Path:

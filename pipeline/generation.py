@@ -105,9 +105,11 @@ def generate_segments(
     requests: Sequence[SegmentRequest],
     on_frame: Callable[[int, int], None] | None = None,
     on_latent: Callable[[int, torch.Tensor], None] | None = None,
+    on_audio: Callable[[int, np.ndarray], None] | None = None,
 ) -> list[SegmentAudio]:
-    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress
-    and `on_latent(index, latent)` hands over every frame's latent as it comes (to store it for resuming).
+    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress,
+    `on_latent(index, latent)` hands over every frame's latent as it comes (to store it for resuming) and
+    `on_audio(index, samples)` its audio (to play it before the segment ends).
 
     Raises GenerationError if any segment fails or is cancelled (the others are cancelled too).
     """
@@ -122,6 +124,8 @@ def generate_segments(
             collected[i].append(event)
             if on_latent is not None:
                 on_latent(i, event.latent)
+            if on_audio is not None:
+                on_audio(i, event.audio)
             if on_frame is not None:
                 on_frame(i, event.frames)
         elif event.kind in (EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED):
@@ -147,11 +151,14 @@ def generate_segment(
     request: SegmentRequest,
     on_frame: FrameCallback | None = None,
     on_latent: Callable[[torch.Tensor], None] | None = None,
+    on_audio: Callable[[np.ndarray], None] | None = None,
 ) -> SegmentAudio:
-    """One segment through the engine; `on_frame(frames_so_far)` reports progress, `on_latent(latent)` each latent."""
+    """One segment through the engine; `on_frame(frames_so_far)` reports progress, `on_latent(latent)` and
+    `on_audio(samples)` hand over each frame's latent and audio."""
     report = None if on_frame is None else (lambda _, frames: on_frame(frames))
     keep = None if on_latent is None else (lambda _, latent: on_latent(latent))
-    return generate_segments(engine, [request], report, keep)[0]
+    play = None if on_audio is None else (lambda _, samples: on_audio(samples))
+    return generate_segments(engine, [request], report, keep, play)[0]
 
 
 def _segment_audio(events: list[EngineEvent], request: SegmentRequest) -> SegmentAudio:

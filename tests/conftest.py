@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,14 +93,14 @@ class ServiceStack:
 
     def start_api(self) -> None:
         import subprocess
-        import sys
         import time
 
         import httpx
 
         log = (self.root / "api.log").open("ab")
-        command = [sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env", "--port", str(self.port)]
-        self.api = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.api = subprocess.Popen(
+            self.api_command(self.port), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -109,8 +110,20 @@ class ServiceStack:
                 time.sleep(0.2)
         raise RuntimeError(f"api did not start; see {self.root / 'api.log'}")
 
-    def start_worker(self):  # type: ignore[no-untyped-def]
-        """A worker process; returns once it has loaded its model and started consuming."""
+    @staticmethod
+    def api_command(port: int) -> list[str]:
+        """uvicorn serving the api as `voxcast serve` does (its bounded request head included), on `port`."""
+        import sys
+
+        from api.http_protocol import PROTOCOL_PATH
+
+        return [
+            sys.executable, "-m", "uvicorn", "--factory", "api.app:app_from_env", "--http", PROTOCOL_PATH,
+            "--port", str(port),
+        ]  # fmt: skip
+
+    def start_worker(self, concurrency: int = 2):  # type: ignore[no-untyped-def]
+        """A worker process (`concurrency` task threads); returns once it has loaded its model and is consuming."""
         import subprocess
         import time
 
@@ -120,7 +133,7 @@ class ServiceStack:
         log_path = self.root / f"worker-{number}.log"
         log = log_path.open("ab")
         worker = subprocess.Popen(
-            worker_command(self.settings, 2), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+            worker_command(self.settings, concurrency), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
         )
         self.workers.append(worker)
         deadline = time.monotonic() + 120
@@ -180,6 +193,79 @@ def service_redis_url() -> str:
     if problem is not None:
         pytest.skip(f"no Redis at {SERVICE_REDIS_URL}: {problem}")
     return SERVICE_REDIS_URL
+
+
+POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def postgres_database() -> Iterator[str]:
+    """A database of its own in the local PostgreSQL, dropped afterwards; a skip when PostgreSQL is not there."""
+    import uuid
+
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"voxcast_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sqlalchemy.exc.OperationalError as error:
+        admin.dispose()
+        pytest.skip(f"PostgreSQL does not answer at {POSTGRES_ADMIN_URL}: {error.orig}")
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+class RedisServer:
+    """A throwaway redis-server on a free port, without persistence: started again after a kill, it is empty.
+
+    Fault tests kill and restart it, which they must never do to the Redis everyone else shares.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+
+    def start(self) -> None:
+        import subprocess
+        import time
+
+        import redis
+
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(command, cwd=self.folder, stdout=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def own_redis(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A `RedisServer` for this module alone, or a skip when redis-server is not installed."""
+    import shutil
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed; the fault tests start one of their own")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")

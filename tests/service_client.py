@@ -1,4 +1,4 @@
-"""Talking to a running service from tests: upload a voice, wait for a job, read its server-sent events."""
+"""Talking to a running service from tests: upload a voice, submit and wait for a job, read its events and rows."""
 
 from __future__ import annotations
 
@@ -7,6 +7,18 @@ import time
 from pathlib import Path
 
 import httpx
+from sqlalchemy import select
+
+from core.models import JobSegment
+
+# Four turns and a pause, generated turn by turn: a job of several segments, for kill-and-resume tests.
+FOUR_TURNS = "".join(
+    f"{'Alice' if turn % 2 == 0 else 'Bob'}: Turn {turn} of the show, with a sentence or two to say.\n"
+    + ("[pause: 0.5s]\n" if turn == 1 else "")
+    for turn in range(4)
+)
+FOUR_TURNS_PAUSE_SECONDS = 0.5
+FOUR_TURNS_SETTINGS = {"diffusion_steps": 2, "seed": 11}
 
 
 def upload_voice(client: httpx.Client, path: Path, name: str) -> str:
@@ -38,3 +50,23 @@ def read_events(client: httpx.Client, job_id: str) -> list[tuple[str, dict]]:
             elif line.startswith("data: "):
                 events.append((name, json.loads(line.removeprefix("data: "))))
     return events
+
+
+def submit_four_turns(client: httpx.Client, voice: str, **options: object) -> str:
+    """Submit `FOUR_TURNS` (both speakers on `voice`, turns mode); returns the job id."""
+    body = {
+        "script": FOUR_TURNS,
+        "voices": {"Alice": voice, "Bob": voice},
+        "mode": "turns",
+        "settings": FOUR_TURNS_SETTINGS,
+        **options,
+    }
+    response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
+
+def segment_rows(stack, job_id: str) -> list[JobSegment]:  # type: ignore[no-untyped-def]
+    """The job's segment rows in order, read from the stack's database."""
+    with stack.database().session() as session:
+        return list(session.scalars(select(JobSegment).where(JobSegment.job_id == job_id).order_by(JobSegment.index)))

@@ -17,9 +17,8 @@ from sqlalchemy import inspect, select
 from core.api_keys import create_api_key, find_api_key, hash_key
 from core.db import Database, upgrade_database
 from core.models import ApiKey, Base, Job, JobSegment, JobState, utc_now
+from tests.conftest import postgres_database
 from workers import job_records
-
-POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -27,27 +26,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'voxcast.db'}"
         return
-    yield from _postgres_database()
-
-
-def _postgres_database() -> Iterator[str]:
-    """A database of its own in the local PostgreSQL, dropped afterwards; a skip when PostgreSQL is not there."""
-    import sqlalchemy
-
-    admin = sqlalchemy.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    name = f"voxcast_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except sqlalchemy.exc.OperationalError as error:
-        admin.dispose()
-        pytest.skip(f"PostgreSQL does not answer at {POSTGRES_ADMIN_URL}: {error.orig}")
-    try:
-        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    yield from postgres_database()
 
 
 @pytest.fixture

@@ -55,8 +55,12 @@ ACCEPTED_FORMATS = "WAV, FLAC, Ogg Vorbis, Ogg Opus, MP3 (or any other format li
 
 _TARGET_RMS = 10 ** (TARGET_DBFS / 20)
 _ALLOWED_LENGTH = f"{MIN_SECONDS:g}–{MAX_SECONDS:g} s"
-# Frames read from a file at a time; bounds memory for files with many channels.
-_READ_BLOCK_FRAMES = 1 << 16
+# Samples (frames x channels) decoded at a time: 1 MiB of float32 whatever the channel count, so a header
+# claiming 1024 channels costs no more memory than a mono file.
+_READ_BLOCK_SAMPLES = 1 << 18
+# What libsndfile reports as the length of a stream that does not say (a FLAC written to a pipe): the
+# read below stops after MAX_SECONDS however long it really is.
+_UNKNOWN_FRAMES = 2**63 - 1
 # torchaudio's sinc kernel has (24000 / gcd) x (rate / gcd) taps, so a rate
 # sharing only a tiny factor with 24 kHz (e.g. 44101 Hz) would need gigabytes.
 # Such rates are resampled as if they were the nearest multiple of this step.
@@ -90,7 +94,8 @@ def load_voice_prompt(path: str | os.PathLike) -> VoicePrompt:
     audio is decoded, so an oversized upload costs nothing, and only the first
     MAX_SECONDS (plus one frame, to know it was longer) are ever decoded.  A WAV whose data was cut off is
     read as far as it goes (libsndfile trusts the file size over the header);
-    a compressed stream that breaks mid-way is reported as unreadable.
+    a compressed stream that breaks mid-way is reported as unreadable.  A stream whose header gives no
+    length is decoded up to MAX_SECONDS too, never further, however much it would decompress to.
     """
     source = os.fspath(path)
     _check_file(Path(source), source)
@@ -98,7 +103,8 @@ def load_voice_prompt(path: str | os.PathLike) -> VoicePrompt:
         with sf.SoundFile(source) as audio_file:
             sample_rate, channels = audio_file.samplerate, audio_file.channels
             _check_sample_rate(sample_rate, source)
-            _check_not_absurdly_long(audio_file.frames / sample_rate, source)
+            if audio_file.frames != _UNKNOWN_FRAMES:
+                _check_not_absurdly_long(audio_file.frames / sample_rate, source)
             mono = _read_mono(audio_file, _max_frames(sample_rate) + 1)
     except (RuntimeError, TypeError) as error:  # sf.LibsndfileError is a RuntimeError
         # libsndfile's own wording can mislead (random bytes named .mp3 give "File does
@@ -163,8 +169,9 @@ def _read_mono(audio_file: sf.SoundFile, max_frames: int) -> np.ndarray:
     """
     blocks: list[np.ndarray] = []
     remaining = max_frames
+    block_frames = max(1, _READ_BLOCK_SAMPLES // audio_file.channels)
     while remaining > 0:
-        block = audio_file.read(min(_READ_BLOCK_FRAMES, remaining), dtype="float32", always_2d=True)
+        block = audio_file.read(min(block_frames, remaining), dtype="float32", always_2d=True)
         if len(block) == 0:
             break
         blocks.append(block.mean(axis=1))

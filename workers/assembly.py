@@ -25,6 +25,7 @@ import soundfile as sf
 import torch
 import torchaudio.functional as AF
 
+from core.storage import write_durably
 from pipeline.timeline import TimedTurn, check_span
 
 SAMPLE_RATE = 24_000
@@ -251,10 +252,7 @@ def _stage(target: Path, write: Callable[[BinaryIO], object]) -> Path:
     """Write a temporary file for target and flush it to disk; return its path."""
     temp = _sibling_temp(target, "tmp")
     try:
-        with open(temp, "xb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_durably(temp, write, target=target, exclusive=True)
     except BaseException as exc:
         temp.unlink(missing_ok=True)
         exc.add_note(f"while writing {target}")

@@ -3,7 +3,8 @@
 A segment is the unit of durability: its audio and latents are written to the job's folder, then its row
 is marked done, so a rerun (after a crash, a kill or a lost broker) generates only what is missing. The
 job's heartbeat is refreshed from a side thread, so a long segment never looks like a dead worker; every
-frame checks the job's cancel flag, so a cancel lands within one step.
+frame checks the job's cancel flag, so a cancel lands within one step. Listeners hear a segment while it
+generates: its frames go out as `audio` events every few frames (`workers.live_audio`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from workers.job_runner import (
     plan_job,
     shared_model,
 )
+from workers.live_audio import LiveAudio
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +174,7 @@ def _generate(
     job_records.record_segment_started(services.database, job, segment.index)
     watcher.start_segment(segment.index)
     partial = _PartialLatents(folder.segment_partial_latents(segment.index))
+    live = LiveAudio(services.events, job.id, segment.index, services.settings.stream_chunk_frames)
     resume = partial.stored()
     if resume is not None:
         job_records.record_segment_resumed(services.database, job, segment.index, len(resume))
@@ -186,8 +189,10 @@ def _generate(
         seed=seed,
         on_frame=watcher,
         on_latent=partial.add,
+        on_audio=live.add,
         resume_latents=resume,
     )
+    live.flush()
     audio_path = write_audio(folder.segment_audio(segment.index), generated.audio, "FLOAT")
     latents_path = atomic_write(
         folder.segment_latents(segment.index), lambda handle: np.save(handle, generated.latents)
@@ -230,9 +235,10 @@ class _PartialLatents:
     """The latents of the segment being generated, rewritten atomically every `every` frames.
 
     A worker killed mid-segment leaves them behind; the next attempt replays them (the engine rebuilds its
-    caches from them) and generates only the frames after, instead of the whole segment again. Stored
-    latents are only trusted when they came from the same segment, seed and revision: the file is discarded
-    when the segment is done, and a regenerated turn resets its segments before they run again.
+    caches from them, and hands them back through `add` like new frames) and generates only the frames
+    after, instead of the whole segment again. Stored latents are only trusted when they came from the same
+    segment, seed and revision: the file is discarded when the segment is done, and a regenerated turn
+    resets its segments before they run again.
     """
 
     every = 8  # ~1 s of audio
@@ -249,7 +255,6 @@ class _PartialLatents:
         except (OSError, ValueError) as error:
             logger.warning("unreadable partial latents ignored", extra={"path": str(self.path), "error": str(error)})
             return None
-        self.latents = list(stored)
         return stored if len(stored) else None
 
     def add(self, latent: np.ndarray) -> None:

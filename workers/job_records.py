@@ -3,6 +3,8 @@
 Every change a worker makes to a job row is a conditional UPDATE naming the worker that holds it, so two
 deliveries of the same message (a redelivery, a sweeper's re-enqueue) can never both run the job: the
 second finds it held, finished or cancelled, and does nothing. That is what makes the task idempotent.
+It is also why each function here is one transaction that can simply run again when the database drops
+its connection mid-way (`retry_on_disconnect`): a job does not fail because a write met a brief restart.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
-from core.db import Database
+from core.db import Database, retry_on_disconnect
 from core.models import Job, JobSegment, JobState, SegmentState, utc_now
 
 
@@ -44,6 +46,7 @@ class SegmentRecord:
     turns: tuple[tuple[int, str, str, float, float], ...]  # (turn index, speaker, text, start, end) in the segment
 
 
+@retry_on_disconnect
 def claim_job(
     database: Database, job_id: str, holder: str, stale_after: float, revision: int | None = None
 ) -> ClaimedJob | None:
@@ -89,6 +92,7 @@ def claim_job(
         )
 
 
+@retry_on_disconnect
 def beat(database: Database, job: ClaimedJob) -> bool:
     """Refresh the job's heartbeat; False when this worker no longer holds it (a sweeper handed it on)."""
     with database.session() as session:
@@ -100,11 +104,13 @@ def beat(database: Database, job: ClaimedJob) -> bool:
         return result.rowcount == 1
 
 
+@retry_on_disconnect
 def cancel_requested(database: Database, job_id: str) -> bool:
     with database.session() as session:
         return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
 
 
+@retry_on_disconnect
 def prepare_segments(
     database: Database, job: ClaimedJob, planned: list[tuple[int, int]], frames_planned: int
 ) -> list[SegmentRecord]:
@@ -141,6 +147,7 @@ def _record(row: JobSegment) -> SegmentRecord:
     )
 
 
+@retry_on_disconnect
 def record_progress(database: Database, job: ClaimedJob, frames_done: int, segments_done: int) -> None:
     with database.session() as session:
         session.execute(
@@ -150,6 +157,7 @@ def record_progress(database: Database, job: ClaimedJob, frames_done: int, segme
         )
 
 
+@retry_on_disconnect
 def record_segment_started(database: Database, job: ClaimedJob, index: int) -> None:
     with database.session() as session:
         session.execute(
@@ -159,6 +167,7 @@ def record_segment_started(database: Database, job: ClaimedJob, index: int) -> N
         )
 
 
+@retry_on_disconnect
 def record_segment_resumed(database: Database, job: ClaimedJob, index: int, frames: int) -> None:
     """Note that this attempt at a segment replays `frames` frames an earlier attempt stored."""
     with database.session() as session:
@@ -169,6 +178,7 @@ def record_segment_resumed(database: Database, job: ClaimedJob, index: int, fram
         )
 
 
+@retry_on_disconnect
 def record_segment_done(
     database: Database,
     job: ClaimedJob,
@@ -200,6 +210,7 @@ def record_segment_done(
         )
 
 
+@retry_on_disconnect
 def finish_job(
     database: Database,
     job: ClaimedJob,
@@ -221,6 +232,7 @@ def finish_job(
         return result.rowcount == 1
 
 
+@retry_on_disconnect
 def requeue_stale_jobs(database: Database, stale_after: float, now: datetime | None = None) -> list[Job]:
     """Put back in the queue every running job whose holder has been silent for `stale_after` seconds."""
     now = now or utc_now()

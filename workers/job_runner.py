@@ -67,6 +67,7 @@ def _start_once(source: str, device: str | None, dtype: str | None, slots: int, 
         load_model(source, device=device, dtype=dtype),
         EngineConfig(slots=slots, max_context=max_context, policy="online"),
     )
+    engine.warm_up()  # on a GPU: capture the decode step's graphs now, not while a listener waits
     engine.start()
     return engine
 
@@ -121,6 +122,7 @@ def generate_plan_segment(
     seed: int,
     on_frame: FrameReport,
     on_latent: Callable[[np.ndarray], None],
+    on_audio: Callable[[np.ndarray], None] | None = None,
     resume_latents: np.ndarray | None = None,
 ) -> GeneratedSegment:
     """Generate one segment of `plan` with its own `seed` (the job's seed + index for a first render, as
@@ -128,15 +130,18 @@ def generate_plan_segment(
 
     `on_frame(frames_so_far)` is called after every frame; an exception it raises stops the generation
     (that is how a cancel lands within one engine step). `on_latent(latent)` gets each frame's latent
-    [latent_dim] so the caller can store them; `resume_latents` [frames, latent_dim], stored by an
-    interrupted attempt, are replayed instead of generated again.
+    [latent_dim] so the caller can store them, `on_audio(samples)` its 24 kHz samples so listeners can hear
+    them; `resume_latents` [frames, latent_dim], stored by an interrupted attempt, are replayed instead of
+    generated again (and handed to both callbacks like new frames).
     """
     # segment_request offsets the seed by the segment's index; the seed given here is already the segment's.
     settings = GenerationSettings(cfg_scale=cfg_scale, diffusion_steps=diffusion_steps, seed=seed - segment.index)
     request = segment_request(segment, voices, settings)
     if resume_latents is not None and len(resume_latents):
         request = dataclasses.replace(request, resume_latents=torch.from_numpy(resume_latents))
-    result = generate_segment(model, request, on_frame=on_frame, on_latent=lambda latent: on_latent(latent.numpy()))
+    result = generate_segment(
+        model, request, on_frame=on_frame, on_latent=lambda latent: on_latent(latent.numpy()), on_audio=on_audio
+    )
     check_not_empty(segment, result)
     return GeneratedSegment(
         audio=result.audio,

@@ -30,6 +30,8 @@ from workers.sweeper import Sweeper
 
 logger = logging.getLogger(__name__)
 
+EXIT_MODEL_NOT_LOADED = 3  # the worker's exit status when its model does not load
+
 
 @functools.cache
 def worker_services() -> WorkerServices:
@@ -66,14 +68,29 @@ def _setup_logging(**_: Any) -> None:
 
 
 @signals.worker_init.connect
-def _migrate(**_: Any) -> None:
-    upgrade_database(database_url(Settings.from_env()))
+def _migrate_and_load_model(**_: Any) -> None:
+    """Migrate, then start the engine before the worker connects to the broker.
+
+    So no job pays for the load, and a worker whose model does not load (a corrupt or incomplete checkpoint,
+    a wrong path) takes no job at all: it says why in one line and exits with `EXIT_MODEL_NOT_LOADED`,
+    leaving the queue to workers that can run it, instead of failing every job it is handed.
+    """
+    settings = Settings.from_env()
+    configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
+    upgrade_database(database_url(settings))
+    try:
+        worker_services().model()
+    except Exception as error:
+        logger.critical(
+            "cannot load the model; this worker stops and takes no job",
+            extra={"model": settings.worker_model or settings.model, "error": f"{type(error).__name__}: {error}"},
+        )
+        raise SystemExit(EXIT_MODEL_NOT_LOADED) from error
 
 
 @signals.worker_ready.connect
-def _start_engine_sweeper_and_presence(**_: Any) -> None:
+def _start_sweeper_and_presence(**_: Any) -> None:
     services = worker_services()
-    services.model()  # load before the first job arrives, so no job pays for it
     sweeper = Sweeper(services.settings, services.database, app, interval=services.settings.heartbeat_seconds)
     sweeper.start()
     worker_presence().start()

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import AdminKey, ServicesDep, SessionDep
+from api.params import JobId, Offset, OwnerId
 from api.schemas import JobList, JobView, PriorityChange, QueueReport
 from api.services import jobs
 from api.services.admin import queue_report
@@ -21,9 +22,9 @@ def list_all_jobs(
     admin: AdminKey,
     state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
     queue: Annotated[Literal["interactive", "batch"] | None, Query()] = None,
-    owner_id: Annotated[int | None, Query()] = None,
+    owner_id: OwnerId = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> JobList:
     found = jobs.list_jobs(session, admin, state=state, queue=queue, owner_id=owner_id, limit=limit, offset=offset)
     return JobList(jobs=found)
@@ -35,15 +36,15 @@ async def queues(admin: AdminKey, services: ServicesDep) -> QueueReport:
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobView)
-def cancel(job_id: str, session: SessionDep, admin: AdminKey) -> JobView:
+def cancel(job_id: JobId, session: SessionDep, admin: AdminKey) -> JobView:
     return jobs.cancel_job(session, admin, job_id)
 
 
 @router.post("/jobs/{job_id}/retry", response_model=JobView, summary="Queue a failed or cancelled job again")
-async def retry(job_id: str, admin: AdminKey, services: ServicesDep) -> JobView:
+async def retry(job_id: JobId, admin: AdminKey, services: ServicesDep) -> JobView:
     return await run_in_threadpool(jobs.retry_job, services, job_id)
 
 
 @router.post("/jobs/{job_id}/priority", response_model=JobView, summary="Change a job's priority (0..9)")
-async def reprioritise(job_id: str, change: PriorityChange, admin: AdminKey, services: ServicesDep) -> JobView:
+async def reprioritise(job_id: JobId, change: PriorityChange, admin: AdminKey, services: ServicesDep) -> JobView:
     return await run_in_threadpool(jobs.reprioritise_job, services, job_id, change.priority)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentKey, ServicesDep, SessionDep
+from api.downloads import RangedFileResponse
+from api.params import JobId, Offset, SegmentIndex
 from api.schemas import JobList, JobView
 from api.services import jobs
 from api.services.event_stream import job_event_stream, read_job_view
@@ -45,7 +47,7 @@ def list_jobs(
     caller: CurrentKey,
     state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> JobList:
     return JobList(
         jobs=jobs.list_jobs(session, caller, owner_id=caller.key_id, state=state, limit=limit, offset=offset)
@@ -53,15 +55,20 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobView)
-def get_job(job_id: str, session: SessionDep, caller: CurrentKey) -> JobView:
+def get_job(job_id: JobId, session: SessionDep, caller: CurrentKey) -> JobView:
     return jobs.job_view(session, jobs.owned_job(session, caller, job_id))
 
 
-@router.get("/{job_id}/events", summary="Server-sent events: state, progress, finished segments")
-async def job_events(job_id: str, caller: CurrentKey, services: ServicesDep) -> StreamingResponse:
+@router.get("/{job_id}/events", summary="Server-sent events: state, progress, live audio, finished segments")
+async def job_events(
+    job_id: JobId,
+    caller: CurrentKey,
+    services: ServicesDep,
+    audio: Annotated[bool, Query(description="send live `audio` chunks (about 70 kB a second of audio)")] = True,
+) -> StreamingResponse:
     await run_in_threadpool(read_job_view, services, caller, job_id)  # 404 now, not mid-stream
     return StreamingResponse(
-        job_event_stream(services, caller, job_id),
+        job_event_stream(services, caller, job_id, with_audio=audio),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -69,42 +76,44 @@ async def job_events(job_id: str, caller: CurrentKey, services: ServicesDep) -> 
 
 @router.get("/{job_id}/audio.{audio_format}", summary="The episode (HTTP Range supported)")
 def download_audio(
-    job_id: str,
+    job_id: JobId,
     audio_format: Literal["wav", "flac", "mp3", "ogg", "opus"],
     session: SessionDep,
     caller: CurrentKey,
     services: ServicesDep,
-) -> FileResponse:
+) -> RangedFileResponse:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{audio_format}")
-    return FileResponse(path, media_type=AUDIO_MEDIA_TYPES[audio_format], filename=f"{job_id}.{audio_format}")
+    return RangedFileResponse(path, media_type=AUDIO_MEDIA_TYPES[audio_format], filename=f"{job_id}.{audio_format}")
 
 
 @router.get("/{job_id}/transcript.{transcript_format}", summary="Transcript with turn timings")
 def download_transcript(
-    job_id: str,
+    job_id: JobId,
     transcript_format: Literal["srt", "vtt"],
     session: SessionDep,
     caller: CurrentKey,
     services: ServicesDep,
-) -> FileResponse:
+) -> RangedFileResponse:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{transcript_format}")
-    return FileResponse(path, media_type=TRANSCRIPT_MEDIA_TYPES[transcript_format])
+    return RangedFileResponse(path, media_type=TRANSCRIPT_MEDIA_TYPES[transcript_format])
 
 
 @router.get("/{job_id}/chapters.json", summary="Chapter marks and every turn's timing")
-def download_chapters(job_id: str, session: SessionDep, caller: CurrentKey, services: ServicesDep) -> FileResponse:
+def download_chapters(
+    job_id: JobId, session: SessionDep, caller: CurrentKey, services: ServicesDep
+) -> RangedFileResponse:
     path = jobs.output_file(services, session, caller, job_id, "episode.chapters.json")
-    return FileResponse(path, media_type="application/json")
+    return RangedFileResponse(path, media_type="application/json")
 
 
 @router.get("/{job_id}/segments/{index}/audio.wav", summary="A finished segment, while the job runs")
 def download_segment(
-    job_id: str, index: int, session: SessionDep, caller: CurrentKey, services: ServicesDep
-) -> FileResponse:
+    job_id: JobId, index: SegmentIndex, session: SessionDep, caller: CurrentKey, services: ServicesDep
+) -> RangedFileResponse:
     path = jobs.segment_audio_file(services, session, caller, job_id, index)
-    return FileResponse(path, media_type="audio/wav")
+    return RangedFileResponse(path, media_type="audio/wav")
 
 
 @router.delete("/{job_id}", response_model=JobView, summary="Cancel (a running job stops within one step)")
-def cancel_job(job_id: str, session: SessionDep, caller: CurrentKey) -> JobView:
+def cancel_job(job_id: JobId, session: SessionDep, caller: CurrentKey) -> JobView:
     return jobs.cancel_job(session, caller, job_id)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Response
 
 from api.deps import CurrentKey, ServicesDep
+from api.params import MAX_DATABASE_INT, JobId
 from api.schemas import RegenerationView, TurnRegeneration
 from api.services.regeneration import regenerate_turn
 
@@ -20,8 +21,8 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
     summary="Generate one turn of a done job again (new seed, optionally new text); the episode is rebuilt",
 )
 def regenerate(
-    job_id: str,
-    turn: Annotated[int, Path(ge=0, description="0-based, as `index` in chapters.json's turns")],
+    job_id: JobId,
+    turn: Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")],
     response: Response,
     caller: CurrentKey,
     services: ServicesDep,

@@ -1,9 +1,15 @@
-"""A job's server-sent events: its state now, progress and finished segments as they happen, its end.
+"""A job's server-sent events: its state now, progress, live audio and finished segments as they happen, its end.
 
 Events (each `data:` is JSON):
 - `state`: the whole job (as `GET /v1/jobs/{id}` shows it), first on connecting and on every state change;
   a final state (done, failed, cancelled) is the last event before the stream closes.
 - `progress`: frames and audio seconds done against the plan, segment, ETA.
+- `audio`: frames just generated (every `VOXCAST_STREAM_CHUNK_FRAMES`, ~1 s of audio, and a segment's
+  last ones): `segment`, `first_frame` (within the segment), `frames`, `sample_rate` (24000) and `pcm`,
+  base64 of 16-bit little-endian mono samples, raw (before the episode's loudness normalisation). Best
+  effort and live only: a listener hears chunks from when it connects (the stored segments hold what came
+  before), a chunk Redis drops is not sent again, and a resumed segment's chunks start again at frame 0.
+  `?audio=false` leaves them out.
 - `segment`: a segment's audio is stored; `audio` is its URL, to listen while the rest generates.
 
 Workers publish on Redis; the stream subscribes before it reads the job, so nothing falls between the two.
@@ -26,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ApiServices, Caller
 from api.schemas import JobView
 from api.services.jobs import job_view, owned_job
-from core.job_events import JOB_EVENT, ProgressEvent, SegmentEvent, StateEvent, job_channel
+from core.job_events import JOB_EVENT, AudioEvent, ProgressEvent, SegmentEvent, StateEvent, job_channel
 from core.models import JobState
 
 logger = logging.getLogger(__name__)
@@ -42,7 +48,7 @@ def read_job_view(services: ApiServices, caller: Caller, job_id: str) -> JobView
         return job_view(session, owned_job(session, caller, job_id))
 
 
-class _Subscription:
+class JobSubscription:
     """The job's pub/sub channel, or nothing once Redis fails (the stream then lives on database reads)."""
 
     def __init__(self, services: ApiServices, job_id: str) -> None:
@@ -57,7 +63,7 @@ class _Subscription:
         except (redis.RedisError, OSError) as error:
             logger.warning("no Redis for job events; reading the database", extra={"error": str(error)})
 
-    async def next_event(self, timeout: float) -> ProgressEvent | SegmentEvent | StateEvent | None:
+    async def next_event(self, timeout: float) -> ProgressEvent | SegmentEvent | AudioEvent | StateEvent | None:
         if not self.alive:
             return None
         try:
@@ -75,8 +81,11 @@ class _Subscription:
             pass
 
 
-async def job_event_stream(services: ApiServices, caller: Caller, job_id: str) -> AsyncIterator[bytes]:
-    subscription = _Subscription(services, job_id)
+async def job_event_stream(
+    services: ApiServices, caller: Caller, job_id: str, *, with_audio: bool = True
+) -> AsyncIterator[bytes]:
+    """The job's events until its final state; `with_audio=False` leaves out the live `audio` chunks."""
+    subscription = JobSubscription(services, job_id)
     await subscription.open()
     try:
         view = await run_in_threadpool(read_job_view, services, caller, job_id)
@@ -86,7 +95,7 @@ async def job_event_stream(services: ApiServices, caller: Caller, job_id: str) -
             event = await subscription.next_event(POLL_SECONDS)
             if event is None and not subscription.alive:
                 await anyio.sleep(POLL_SECONDS)
-            if isinstance(event, ProgressEvent | SegmentEvent):
+            if isinstance(event, ProgressEvent | SegmentEvent) or (with_audio and isinstance(event, AudioEvent)):
                 yield _event(event, job_id)
                 last_sent = time.monotonic()
             if isinstance(event, StateEvent) or time.monotonic() - last_read >= POLL_SECONDS:
@@ -109,7 +118,7 @@ def _state(view: JobView) -> bytes:
     return format_sse_event(data_str=view.model_dump_json(), event="state")
 
 
-def _event(event: ProgressEvent | SegmentEvent, job_id: str) -> bytes:
+def _event(event: ProgressEvent | SegmentEvent | AudioEvent, job_id: str) -> bytes:
     payload = event.model_dump(mode="json")
     if isinstance(event, SegmentEvent):
         payload["audio"] = f"/v1/jobs/{job_id}/segments/{event.index}/audio.wav"

@@ -10,6 +10,7 @@ that fails (Redis down) still answers 202: the row is the record, and the sweepe
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,11 +23,12 @@ from starlette.datastructures import UploadFile
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
 from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView
-from api.services.voices import copy_voice_into, prepare_upload
+from api.services.job_limits import check_audio_minutes, check_script_length
+from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core.job_events import FRAMES_PER_SECOND
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
-from pipeline.plan import plan_script
+from pipeline.plan import Plan, plan_script
 from pipeline.script import Script, ScriptError, Speaker, find_speaker, parse_script
 from tokenizer.voice_prompt import VoicePrompt
 from workers.celery_app import enqueue_job
@@ -48,15 +50,40 @@ class JobSubmission:
 
 def submit_job(services: ApiServices, caller: Caller, submission: JobSubmission) -> JobView:
     options = submission.options
+    settings = services.settings
+    check_script_length(submission.script, settings.max_script_chars)
     script = _parsed_script(submission.script)
-    _check_plan(script, options, services.settings.max_segment_seconds)
+    plan = _checked_plan(script, options, settings.max_segment_seconds)
+    check_audio_minutes(plan, settings.max_job_audio_minutes, "script")
     # Uploads are decoded and levelled before the database is touched: that can take a second.
     uploads = {key: prepare_upload(services, upload, f"voices.{key}") for key, upload in submission.uploads.items()}
-    upload_names = {key: upload.filename or f"voices.{key}" for key, upload in submission.uploads.items()}
+    upload_names = {key: upload_name(upload.filename, f"voices.{key}") for key, upload in submission.uploads.items()}
+    job_id = new_id()
+    folder = services.data.job(job_id)
+    try:
+        view = _store_job(services, caller, submission, script, uploads, upload_names, job_id)
+    except BaseException:  # refused or failed: nothing of the job stays on disk
+        shutil.rmtree(folder.root, ignore_errors=True)
+        raise
+    logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": options.queue})
+    _send(services, job_id, options.queue, options.priority)
+    return view
+
+
+def _store_job(
+    services: ApiServices,
+    caller: Caller,
+    submission: JobSubmission,
+    script: Script,
+    uploads: Mapping[str, VoicePrompt],
+    upload_names: Mapping[str, str],
+    job_id: str,
+) -> JobView:
+    """The job's row and its folder of inputs, in one transaction; the view of the queued job."""
+    options = submission.options
     with services.database.session() as session:
         _check_room(session, caller, services.settings.max_jobs_in_flight)
         stored, uploaded = _assign_voices(session, caller, script.speakers, options.voices, uploads)
-        job_id = new_id()
         folder = services.data.job(job_id)
         atomic_write(folder.script, lambda handle: handle.write(submission.script.encode("utf-8")))
         sources: dict[str, str] = {}
@@ -81,10 +108,7 @@ def submit_job(services: ApiServices, caller: Caller, submission: JobSubmission)
         )
         session.add(job)
         session.flush()
-        view = job_view(session, job)
-    logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": options.queue})
-    _send(services, job_id, options.queue, options.priority)
-    return view
+        return job_view(session, job)
 
 
 def _send(services: ApiServices, job_id: str, queue: str, priority: int) -> None:
@@ -111,9 +135,9 @@ def _parsed_script(text: str) -> Script:
         raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
 
 
-def _check_plan(script: Script, options: JobOptions, max_segment_seconds: float) -> None:
+def _checked_plan(script: Script, options: JobOptions, max_segment_seconds: float) -> Plan:
     try:
-        plan_script(script, options.mode, max_segment_seconds=max_segment_seconds)
+        return plan_script(script, options.mode, max_segment_seconds=max_segment_seconds)
     except ScriptError as error:
         raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
 

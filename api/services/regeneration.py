@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import MAX_SEED, RegeneratedSegment, RegenerationView, TurnRegeneration
+from api.services.job_limits import check_audio_minutes
 from api.services.jobs import job_view, owned_job
 from core.job_scripts import read_script, write_script
 from core.models import Job, JobSegment, JobState, SegmentState, utc_now
@@ -51,6 +52,9 @@ def regenerate_turn(
             script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
             script = parse_script(script_text)
         segments = _segments_holding(job, current_text, script_text, turn)
+        if change.text is not None:
+            plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
+            check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
         seeds = {index: (first_seed + offset) % (MAX_SEED + 1) for offset, index in enumerate(segments)}
         revision = job.revision + 1

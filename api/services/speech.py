@@ -8,8 +8,10 @@ up while it waits cancels the job, so nobody's GPU time goes to audio nobody wil
 
 What OpenAI's body means here: `model` is any model name (echoed in `X-Voxcast-Model`; the worker's model
 speaks); `voice` is a voice id or the name of one of the key's voices (the newest of that name, any case);
-`speed` must be 1.0; `pcm` is the WAV's raw samples (24 kHz mono, 16-bit little-endian). With `stream`, the
-finished file is sent in chunks as it is read (chunked transfer) rather than in one body.
+`speed` must be 1.0; `pcm` is the WAV's raw samples (24 kHz mono, 16-bit little-endian). With `stream` (or
+`stream_format: "audio"`), `pcm` and `wav` are sent as the worker generates them (`api.services.live_speech`);
+the compressed formats are the finished file sent in chunks, since their encoders write headers and
+frames that need the whole track (and the file is loudness-normalised, which live audio cannot be).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ MEDIA_TYPES: dict[str, str] = {
     "pcm": "audio/pcm",
 }
 _JOB_FORMAT = {"mp3": "mp3", "opus": "opus", "flac": "flac", "wav": "wav", "pcm": "wav"}  # pcm: the WAV's samples
+LIVE_FORMATS = frozenset({"pcm", "wav"})  # streamed as generated; the others are sent once the file exists
 _CHUNK_BYTES = 64 * 1024
 _PCM_BLOCK_SAMPLES = 32 * 1024
 _VOICE_NAMES_SHOWN = 10
@@ -91,11 +94,21 @@ class SpeechAudio:
         return b"".join(self.chunks())
 
 
+def wants_stream(body: SpeechRequest) -> bool:
+    """Whether the client asked for a streamed body: voxcast's `stream`, or OpenAI's `stream_format: "audio"`."""
+    return body.stream or body.stream_format == "audio"
+
+
+def streams_live(body: SpeechRequest) -> bool:
+    """Whether the response sends audio as the worker generates it (a streamed `pcm` or `wav`)."""
+    return wants_stream(body) and body.response_format in LIVE_FORMATS
+
+
 async def synthesize(
     services: ApiServices, caller: Caller, body: SpeechRequest, disconnected: Callable[[], Awaitable[bool]]
 ) -> SpeechAudio:
     """Queue the speech as a one-turn job, wait for it, and return its audio; errors name the request field."""
-    view = await run_in_threadpool(_submit, services, caller, body)
+    view = await run_in_threadpool(submit_speech, services, caller, body)
     logger.info("speech queued", extra={"job_id": view.id, "model": body.model, "format": body.response_format})
     final = await _wait_until_final(services, caller, view.id, disconnected)
     if final.state == JobState.FAILED:
@@ -106,7 +119,16 @@ async def synthesize(
     return SpeechAudio(job_id=final.id, path=path, response_format=body.response_format)
 
 
-def _submit(services: ApiServices, caller: Caller, body: SpeechRequest) -> JobView:
+def speech_script(text: str) -> str:
+    """The one-turn script of a speech request's `input`.
+
+    JSON keeps the input one turn whatever it holds (line breaks, colons); pause tags still split it.
+    """
+    return json.dumps({"turns": [{"speaker": 1, "text": text}]})
+
+
+def submit_speech(services: ApiServices, caller: Caller, body: SpeechRequest) -> JobView:
+    """The speech as a queued one-turn job; 422 naming `input` or `voice` for what cannot be spoken."""
     with services.database.session() as session:
         voice_id = _voice_for(session, caller, body.voice_key).id
     options = JobOptions(
@@ -118,10 +140,10 @@ def _submit(services: ApiServices, caller: Caller, body: SpeechRequest) -> JobVi
         priority=SPEECH_PRIORITY,
         title=f"speech ({body.model})",
     )
-    # JSON keeps the input one turn whatever it holds (line breaks, colons); pause tags still split it.
-    script = json.dumps({"turns": [{"speaker": 1, "text": body.input}]})
     try:
-        return submit_job(services, caller, JobSubmission(script=script, options=options, uploads={}))
+        return submit_job(
+            services, caller, JobSubmission(script=speech_script(body.input), options=options, uploads={})
+        )
     except InvalidInput as error:  # the script is the request's `input`: say so, without JSON line numbers
         problems = [Problem("input", problem.message, kind=problem.kind) for problem in error.problems]
         raise InvalidInput(problems) from error
@@ -157,7 +179,7 @@ async def _wait_until_final(
             if JobState(view.state) in FINAL_STATES:
                 return view
             if await disconnected():
-                await run_in_threadpool(_cancel, services, caller, job_id)
+                await run_in_threadpool(cancel_speech, services, caller, job_id)
                 raise ClientGone(f"the client left before speech job {job_id} finished; it was cancelled")
             listening = await _next_state_change(pubsub, listening)
     finally:
@@ -194,7 +216,8 @@ async def _next_state_change(pubsub: PubSub, listening: bool) -> bool:
     return listening
 
 
-def _cancel(services: ApiServices, caller: Caller, job_id: str) -> None:
+def cancel_speech(services: ApiServices, caller: Caller, job_id: str) -> None:
+    """Cancel the speech job nobody waits for any more, unless it has already finished."""
     with services.database.session() as session:
         try:
             cancel_job(session, caller, job_id)

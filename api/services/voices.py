@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import tempfile
-from pathlib import Path
+import unicodedata
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
+from api.body_limits import byte_size
 from api.deps import ApiServices, Caller
-from api.errors import InvalidInput, NotFound, Problem
+from api.errors import ContentTooLarge, InvalidInput, NotFound, Problem
 from api.schemas import VoiceView
 from core.models import Voice
 from core.storage import atomic_write, new_id, write_audio
@@ -21,25 +24,51 @@ from tokenizer.voice_prompt import VoicePrompt, VoicePromptError, load_voice_pro
 logger = logging.getLogger(__name__)
 
 _COPY_CHUNK_BYTES = 1 << 20
+_MAX_SHOWN_NAME_CHARS = 80
+_HIDDEN_CATEGORIES = {"Cc", "Cf"}  # control and format characters (NUL, ESC, bidi overrides, zero-width)
+_PLAIN_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+
+
+def upload_name(filename: str | None, field: str) -> str:
+    """How messages and job records name an upload: the client's base name, printable, at most 80 characters.
+
+    The client's file name is anything it likes (paths, NUL, escape codes, right-to-left overrides that make
+    "gnp.exe" read "exe.png"); only this cleaned form is ever shown or stored, and nothing of it reaches a
+    path on disk but a plain suffix.
+    """
+    printable = "".join(char for char in filename or "" if unicodedata.category(char) not in _HIDDEN_CATEGORIES)
+    base = PurePosixPath(printable.replace("\\", "/")).name
+    if len(base) > _MAX_SHOWN_NAME_CHARS:
+        suffix = _plain_suffix(base)
+        base = base[: _MAX_SHOWN_NAME_CHARS - 3 - len(suffix)] + "..." + suffix
+    return base or field
+
+
+def _plain_suffix(name: str) -> str:
+    suffix = Path(name).suffix
+    return suffix if _PLAIN_SUFFIX.fullmatch(suffix) else ""
 
 
 def prepare_upload(services: ApiServices, upload: UploadFile, field: str) -> VoicePrompt:
     """Check an uploaded recording and turn it into a voice prompt (24 kHz mono, levelled).
 
-    The file goes to a temporary file first because libsndfile reads from paths; the per-file size limit
-    is checked as it is copied (the request as a whole was already capped while it streamed in).
+    The file goes to a temporary file first because libsndfile reads from paths, under a random name with
+    the upload's suffix when it is a plain one (libsndfile reads some formats by it). The per-file size
+    limit is checked as it is copied (the request as a whole was already capped while it streamed in).
     """
     limit = services.settings.max_upload_bytes
-    name = upload.filename or field
+    name = upload_name(upload.filename, field)
     temporary_dir = services.data.root / "tmp"
     temporary_dir.mkdir(parents=True, exist_ok=True)
-    suffix = Path(name).suffix[:16]
-    with tempfile.NamedTemporaryFile(dir=temporary_dir, suffix=suffix) as handle:
+    with tempfile.NamedTemporaryFile(dir=temporary_dir, suffix=_plain_suffix(name)) as handle:
         copied = 0
         while chunk := upload.file.read(_COPY_CHUNK_BYTES):
             copied += len(chunk)
             if copied > limit:
-                raise InvalidInput([Problem(field, f"{name}: larger than the {limit // (1024 * 1024)} MiB limit")])
+                raise ContentTooLarge(
+                    f"{field}: {name} is larger than the {byte_size(limit)} a voice file may be "
+                    "(VOXCAST_MAX_UPLOAD_BYTES)"
+                )
             handle.write(chunk)
         handle.flush()
         try:
@@ -60,9 +89,9 @@ def create_voice(services: ApiServices, session: Session, caller: Caller, name: 
         original_channels=prompt.original_channels,
         trimmed=prompt.trimmed,
     )
-    write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
     session.add(voice)
-    session.flush()
+    session.flush()  # a row the database refuses leaves no file behind
+    write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
     logger.info("voice stored", extra={"voice_id": voice.id, "seconds": voice.seconds, "owner": caller.key_id})
     return voice
 

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -77,6 +77,9 @@ class Engine:
         self.free_slots = list(range(self.config.slots))  # a heap: the lowest free slot goes first
         self.waiting: collections.deque[RequestHandle] = collections.deque()
         self.cancelled: set[int] = set()
+        # Every active request's latents so far, to rebuild its slot after a failed step; None once it cannot
+        # be rebuilt exactly (its speech ended mid-request).
+        self.delivered: dict[int, list[torch.Tensor] | None] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
@@ -138,10 +141,10 @@ class Engine:
         decode = [self.active[request_id] for request_id in plan.decode]
         try:
             outcomes = self.runner.run(prefill, decode)
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
-            logger.exception("engine step failed", extra={"requests": [s.request.request_id for s in decode]})
-            for state in {id(s): s for s in [*decode, *(s for s, _ in prefill)]}.values():
-                self._finish(state, EventKind.FAILED, f"generation failed: {error}")
+        except (RuntimeError, torch.cuda.OutOfMemoryError):
+            batch = len({id(s): s for s in [*decode, *(s for s, _ in prefill)]})
+            logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
+            self._retry_alone(batch)
             return True
         now = time.monotonic()
         for outcome in outcomes:
@@ -218,6 +221,56 @@ class Engine:
         if state.new_tokens >= state.request.max_new_tokens:
             self._finish(state, EventKind.FINISHED, "length")
 
+    def _retry_alone(self, batch: int) -> None:
+        """After a failed step, fail only the requests that fail on their own (e.g. the one out of memory).
+
+        The failed step's outcomes are lost, and the slots it touched (caches, streams, noise) stand wherever
+        it stopped. So every active request is rebuilt from the frames it has delivered, as a resumed job is
+        (`runner.admit` replays them; its caller sees nothing of it), then steps alone until it chooses a
+        token: one that fails alone fails with its error, the others go on batched. When all of them go
+        through alone, the batch was too big: the step's batch cap is halved (down to 1) so it does not
+        fail again at the next step.
+        """
+        failed = 0
+        for request_id in list(self.active):
+            try:
+                state = self._rebuild(self.active[request_id])
+                outcomes: list[RowOutcome] = []
+                for _ in range(state.prefill_length // self.budget.prefill_chunk + 2):  # its prefill, then a token
+                    plan = self.policy.plan([self._view(state)], self.budget)
+                    prefill = [(state, tokens) for _, tokens in plan.prefill]
+                    outcomes = self.runner.run(prefill, [state] * len(plan.decode)) + self.runner.flush()
+                    if outcomes:
+                        break
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
+                logger.error("request failed on its own", extra={"request_id": request_id, "error": str(error)})
+                self._finish(self.active[request_id], EventKind.FAILED, f"generation failed: {error}")
+                failed += 1
+                continue
+            now = time.monotonic()
+            for outcome in outcomes:
+                self._record(outcome, now)
+        if failed == 0 and batch > 1:
+            self.budget = replace(self.budget, max_batch=max(1, min(self.budget.max_batch, batch) // 2))
+            logger.warning(
+                "every request went through alone; batch cap lowered", extra={"max_batch": self.budget.max_batch}
+            )
+
+    def _rebuild(self, state: RequestState) -> RequestState:
+        """A fresh state for `state`'s request in the same slot, brought to where its delivered frames left it."""
+        request_id = state.request.request_id
+        latents = self.delivered.get(request_id, [])
+        if latents is None:
+            raise RuntimeError("the request's slot cannot be rebuilt after its speech ended; generate it again")
+        request = replace(state.request, resume_latents=torch.stack(latents) if latents else None)
+        self.runner.release(state.slot)
+        rebuilt = RequestState(request, state.handle, state.slot, torch.Generator().manual_seed(request.seed))
+        self.active[request_id] = rebuilt  # before admitting: a failure there fails this state, slot and all
+        self.runner.admit(rebuilt)
+        rebuilt.frames, rebuilt.first_audio_at = state.frames, state.first_audio_at
+        rebuilt.new_tokens = state.new_tokens if latents else 0  # without frames it chooses its first token anew
+        return rebuilt
+
     def _drop_cancelled(self) -> None:
         with self.lock:
             ids = self.cancelled & self.active.keys()
@@ -238,6 +291,8 @@ class Engine:
     def _record(self, outcome: RowOutcome, now: float) -> None:
         state = outcome.state
         state.new_tokens += 1
+        if outcome.audio is None and state.frames > 0:
+            self.delivered[state.request.request_id] = None  # replaying frames could not bring this token back
         if outcome.audio is not None:
             state.frames += 1
             if state.first_audio_at is None:
@@ -250,6 +305,9 @@ class Engine:
 
     def _record_frame(self, state: RequestState, audio: np.ndarray, latent: torch.Tensor) -> None:
         request_id = state.request.request_id
+        kept = self.delivered.setdefault(request_id, [])
+        if kept is not None:
+            kept.append(latent)
         if state.frames == 1:
             state.handle.deliver(EngineEvent(request_id, EventKind.FIRST_AUDIO, frames=1))
         state.handle.deliver(EngineEvent(request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent))
@@ -258,6 +316,7 @@ class Engine:
         request_id = state.request.request_id
         if self.active.pop(request_id, None) is None:
             return
+        self.delivered.pop(request_id, None)
         self.runner.release(state.slot)
         heapq.heappush(self.free_slots, state.slot)
         state.handle.deliver(EngineEvent(request_id, kind, frames=state.frames, reason=reason))
