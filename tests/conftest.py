@@ -91,6 +91,12 @@ class ServiceStack:
 
         return Settings.from_env(self.env)
 
+    def start(self) -> ServiceStack:
+        """The api and one worker, as most service tests want them; returns the stack."""
+        self.start_api()
+        self.start_worker()
+        return self
+
     def start_api(self) -> None:
         import subprocess
         import time
@@ -283,6 +289,31 @@ def make_service_stack(tmp_path_factory: pytest.TempPathFactory, tiny_hf_checkpo
     yield make
     for stack in stacks:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres_or_sqlite_url() -> Iterator[str | None]:
+    """A fresh PostgreSQL database for the module (dropped afterwards), or None (SQLite) when PostgreSQL does not answer.
+
+    The hardening suites run on PostgreSQL when they can because it is what docker compose deploys, and it is
+    stricter than SQLite (it refuses NUL in text, and numbers past a column's width); without it they still run.
+    """
+    attempt = postgres_database()
+    try:
+        url = next(attempt)
+    except pytest.skip.Exception:
+        yield None
+        return
+    try:
+        yield url
+    finally:
+        attempt.close()  # its `finally` drops the database
+
+
+@pytest.fixture(scope="module")
+def alice(stack: ServiceStack):  # type: ignore[no-untyped-def]
+    """A client with a key of its own on the module's `stack` fixture."""
+    return stack.client(stack.mint_key("alice"))
 
 
 @pytest.fixture(scope="session")

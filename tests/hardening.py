@@ -14,28 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
-
-from tests.conftest import postgres_database
-
-
-@contextlib.contextmanager
-def postgres_or_sqlite() -> Iterator[str | None]:
-    """A fresh PostgreSQL database (dropped afterwards), or None (SQLite) when PostgreSQL does not answer.
-
-    The suites run on PostgreSQL when they can because it is what docker compose deploys, and it is stricter
-    than SQLite (it refuses NUL in text, and numbers past a column's width); without it they still run.
-    """
-    attempt = postgres_database()
-    try:
-        url = next(attempt)
-    except pytest.skip.Exception:
-        yield None
-        return
-    try:
-        yield url
-    finally:
-        attempt.close()  # its `finally` drops the database
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from sqlalchemy import update
 from api.rate_limit import RateLimiter
 from core.models import ApiKey
 from tests.conftest import ROOT, free_port
-from tests.hardening import assert_healthy, assert_refused, chunked, leaves_nothing, postgres_or_sqlite, raw_exchange
+from tests.hardening import assert_healthy, assert_refused, chunked, leaves_nothing, raw_exchange
 from tests.service_client import upload_voice, wait_for
 
 pytestmark = pytest.mark.slow
@@ -46,30 +46,16 @@ RATE_LIMIT = 30  # requests per minute on the two extra api processes of the rat
 
 
 @pytest.fixture(scope="module")
-def database_url() -> Iterator[str | None]:
-    with postgres_or_sqlite() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def stack(database_url: str | None, make_service_stack):  # type: ignore[no-untyped-def]
+def stack(postgres_or_sqlite_url: str | None, make_service_stack):  # type: ignore[no-untyped-def]
     settings_ = {
         "max_upload_bytes": str(1024 * 1024),
         "max_script_chars": str(SCRIPT_LIMIT),
         "max_job_audio_minutes": str(MINUTES_LIMIT),
         "max_requests_per_minute": "100000",  # schemathesis sends hundreds a minute; the rate test has its own apis
     }
-    if database_url is not None:
-        settings_["database_url"] = database_url
-    stack = make_service_stack(**settings_)
-    stack.start_api()
-    stack.start_worker()
-    return stack
-
-
-@pytest.fixture(scope="module")
-def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
-    return stack.client(stack.mint_key("alice"))
+    if postgres_or_sqlite_url is not None:
+        settings_["database_url"] = postgres_or_sqlite_url
+    return make_service_stack(**settings_).start()
 
 
 @pytest.fixture(scope="module")

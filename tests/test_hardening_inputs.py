@@ -9,7 +9,6 @@ import io
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,7 +23,6 @@ from tests.hardening import (
     flac_without_length,
     footprint,
     leaves_nothing,
-    postgres_or_sqlite,
     raw_exchange,
     wav_bytes,
 )
@@ -39,25 +37,11 @@ TWO_SPEAKERS = "Alice: Hello there.\nBob: Hi, Alice.\n"
 
 
 @pytest.fixture(scope="module")
-def database_url() -> Iterator[str | None]:
-    with postgres_or_sqlite() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def stack(database_url: str | None, make_service_stack):  # type: ignore[no-untyped-def]
+def stack(postgres_or_sqlite_url: str | None, make_service_stack):  # type: ignore[no-untyped-def]
     settings = {"max_upload_bytes": str(UPLOAD_LIMIT)}
-    if database_url is not None:
-        settings["database_url"] = database_url
-    stack = make_service_stack(**settings)
-    stack.start_api()
-    stack.start_worker()
-    return stack
-
-
-@pytest.fixture(scope="module")
-def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
-    return stack.client(stack.mint_key("alice"))
+    if postgres_or_sqlite_url is not None:
+        settings["database_url"] = postgres_or_sqlite_url
+    return make_service_stack(**settings).start()
 
 
 @pytest.fixture(scope="module")

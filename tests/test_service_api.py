@@ -26,15 +26,7 @@ FAST = {"diffusion_steps": 2, "seed": 3}
 
 @pytest.fixture(scope="module")
 def stack(make_service_stack):  # type: ignore[no-untyped-def]
-    stack = make_service_stack(max_upload_bytes=str(2 * 1024 * 1024), max_jobs_in_flight="3")
-    stack.start_api()
-    stack.start_worker()
-    return stack
-
-
-@pytest.fixture(scope="module")
-def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
-    return stack.client(stack.mint_key("alice"))
+    return make_service_stack(max_upload_bytes=str(2 * 1024 * 1024), max_jobs_in_flight="3").start()
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,7 @@ FAST = {"settings": {"diffusion_steps": 2, "seed": 11}}  # voxcast's extension o
 
 @pytest.fixture(scope="module")
 def stack(make_service_stack):  # type: ignore[no-untyped-def]
-    stack = make_service_stack()
-    stack.start_api()
-    stack.start_worker()
-    return stack
+    return make_service_stack().start()
 
 
 @pytest.fixture(scope="module")

@@ -28,15 +28,7 @@ LONG_SCRIPT = "".join(
 
 @pytest.fixture(scope="module")
 def stack(make_service_stack):  # type: ignore[no-untyped-def]
-    stack = make_service_stack()
-    stack.start_api()
-    stack.start_worker()
-    return stack
-
-
-@pytest.fixture(scope="module")
-def alice(stack) -> httpx.Client:  # type: ignore[no-untyped-def]
-    return stack.client(stack.mint_key("alice"))
+    return make_service_stack().start()
 
 
 @pytest.fixture(scope="module")

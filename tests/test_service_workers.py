@@ -14,10 +14,7 @@ LONG_SCRIPT = "".join(f"Speaker 1: Turn number {turn} goes on for a little while
 
 @pytest.fixture(scope="module")
 def stack(make_service_stack):  # type: ignore[no-untyped-def]
-    stack = make_service_stack(engine_slots="3")
-    stack.start_api()
-    stack.start_worker()
-    return stack
+    return make_service_stack(engine_slots="3").start()
 
 
 def workers_seen(admin: httpx.Client, until, timeout: float = 30) -> list[dict]:  # type: ignore[no-untyped-def]
