@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from typing import Annotated, Literal
 
 import numpy as np
@@ -101,14 +102,32 @@ def job_channel(namespace: str, job_id: str) -> str:
 
 
 class EventPublisher:
-    """Publishes job events; a Redis failure is logged, never raised, since the database holds the record."""
+    """Publishes job events; a Redis failure is logged, never raised, since the database holds the record.
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    After a failure it publishes nothing for `pause_seconds`: a Redis that hangs instead of refusing would
+    otherwise hold a job for the client's timeout at every chunk of audio, and events are live data anyway.
+    """
+
+    def __init__(self, client: redis.Redis, namespace: str, pause_seconds: float = 5.0) -> None:
         self.client = client
         self.namespace = namespace
+        self.pause_seconds = pause_seconds
+        self.paused_until = 0.0
+
+    @classmethod
+    def from_url(cls, url: str, namespace: str, timeout_seconds: float = 2.0) -> EventPublisher:
+        """A publisher whose every call gives up after `timeout_seconds`."""
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_seconds, socket_timeout=timeout_seconds)
+        return cls(client, namespace)
 
     def publish(self, job_id: str, event: ProgressEvent | SegmentEvent | AudioEvent | StateEvent) -> None:
+        if time.monotonic() < self.paused_until:
+            return
         try:
             self.client.publish(job_channel(self.namespace, job_id), event.model_dump_json())
         except redis.RedisError as error:
-            logger.warning("could not publish a job event", extra={"job_id": job_id, "error": str(error)})
+            self.paused_until = time.monotonic() + self.pause_seconds
+            logger.warning(
+                "could not publish a job event; pausing events",
+                extra={"job_id": job_id, "error": str(error), "pause_seconds": self.pause_seconds},
+            )

@@ -14,7 +14,6 @@ import functools
 import logging
 from typing import Any
 
-import redis
 from celery import signals
 
 from core.db import Database, database_url, upgrade_database
@@ -41,7 +40,7 @@ def worker_services() -> WorkerServices:
         settings=settings,
         database=Database.from_settings(settings),
         data=DataFolder(settings.data_dir),
-        events=EventPublisher(redis.Redis.from_url(settings.redis_url), settings.redis_namespace),
+        events=EventPublisher.from_url(settings.redis_url, settings.redis_namespace),
     )
 
 
