@@ -14,7 +14,7 @@ import torch
 
 from pipeline.engine import Engine, EngineConfig, EventKind
 from pipeline.engine.frame_step import FrameStepKey, batch_buckets, bucket_for, key_length_bucket
-from pipeline.generation import GenerationSettings, SegmentRequest, submit_segment
+from pipeline.generation import GenerationSettings, SegmentRequest, prompt_token_count, submit_segment
 from pipeline.model_loading import load_model
 from pipeline.prompt import SegmentText
 from tests.synthetic_audio import voice_like
@@ -106,3 +106,22 @@ def test_cuda_graph_replays_match_the_eager_step(tiny_hf_checkpoint: Path) -> No
     assert engine.runner.fixed.captured.enabled, "a capture failed and the step fell back to eager"
     for got, expected in zip(graphed, eager, strict=True):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-4, rtol=0)
+
+
+def test_a_request_that_fills_its_context_ends_cleanly_while_another_goes_on(tiny_hf_checkpoint: Path) -> None:
+    """With overlap a request is launched once more after its last token, filling its context to the last
+    column; the slot it leaves stays in the batch's rows, writing into the spare column, and must not
+    disturb the request still running."""
+    tiny = load_model(str(tiny_hf_checkpoint), device="cpu")
+    two_voices = {0: voice_like(6.5, 24_000, seed=0), 1: voice_like(5.0, 24_000, seed=1)}
+    text = SegmentText(((0, "A much longer line of text, which goes on for a while."), (1, "And a reply to it.")))
+    full = SegmentRequest(text, two_voices, 9, GenerationSettings(seed=3))
+    longer = SegmentRequest(
+        SegmentText(((0, "Hi."),)), {0: voice_like(3.0, 24_000, seed=2)}, 40, GenerationSettings(seed=4)
+    )
+    context = prompt_token_count(tiny, full.text, full.voices) + full.max_frames
+    assert prompt_token_count(tiny, longer.text, longer.voices) + longer.max_frames < context
+    expected = _latents(Engine(tiny, EngineConfig(slots=2, max_context=context, fixed_shapes=False)), [full, longer])
+    overlapped = EngineConfig(slots=2, max_context=context, fixed_shapes=True, overlap=True)
+    for got, reference in zip(_latents(Engine(tiny, overlapped), [full, longer]), expected, strict=True):
+        torch.testing.assert_close(got, reference, atol=1e-5, rtol=0)
