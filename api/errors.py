@@ -7,6 +7,8 @@ exactly like one that does not exist, so ids cannot be probed.
 
 from __future__ import annotations
 
+import errno
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,9 @@ from fastapi.responses import JSONResponse
 
 from api.params import ID_PATTERN
 from api.schemas import PRINTABLE_TEXT, ErrorMessage, ValidationErrors
+
+logger = logging.getLogger(__name__)
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 
 # What a pattern means, for the 422 of a value that does not match it (pydantic would quote the regex).
 _PATTERN_RULES = {
@@ -36,6 +41,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorMessage, "description": "a body of a media type the route does not take"},
     422: {"model": ValidationErrors, "description": "invalid input, each problem naming its field"},
     429: {"model": ErrorMessage, "description": "too many jobs in flight, or requests in a minute (Retry-After)"},
+    507: {"model": ErrorMessage, "description": "the server's disk is full: nothing was stored"},
 }
 
 
@@ -128,6 +134,19 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(OSError, _storage_error)
+
+
+async def _storage_error(_request: Request, error: Exception) -> JSONResponse:
+    """A full disk or spent quota is the server's condition, not a bug: 507, and the client may retry later.
+
+    Any other OS error is a fault of ours and goes on to the server's 500.
+    """
+    if not isinstance(error, OSError) or error.errno not in _DISK_FULL:
+        raise error
+    logger.error("disk full while storing a request", extra={"error": str(error)})
+    detail = "the server's disk is full, so nothing was stored; try again later (an operator must free space)"
+    return JSONResponse({"detail": detail}, status_code=507)
 
 
 async def _api_error(_request: Request, error: Exception) -> JSONResponse:

@@ -2,7 +2,8 @@
 
 The defaults need nothing installed but Redis: the database is a SQLite file and the job files live in the
 data folder (VOXCAST_DATA_DIR). Redis is checked first; when it does not answer, one line says how to
-start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each).
+start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each). When the
+worker of a both-halves serve ends on its own (a model that does not load, a crash), the api stops with it.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+from typing import TYPE_CHECKING
 
 from cli.errors import EXIT_FAILED, EXIT_OK
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +61,32 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.only == "worker":
         os.execvpe(command[0], command, environment)
     worker = None if args.only == "api" else subprocess.Popen(command, env=environment)
+    server = _api_server(settings, args.host, args.port)
+    worker_ended: list[int] = []
+    if worker is not None:
+        watch = threading.Thread(target=_stop_when_worker_ends, args=(worker, server, worker_ended), daemon=True)
+        watch.start()
     try:
-        _serve_api(settings, args.host, args.port)
+        server.run()
+    except KeyboardInterrupt:
+        pass  # uvicorn raises again the Ctrl-C it has already shut down on: a normal stop
     finally:
         if worker is not None:
             _stop(worker)
-    return EXIT_OK
+    return EXIT_FAILED if worker_ended else EXIT_OK
+
+
+def _stop_when_worker_ends(worker: subprocess.Popen[bytes], server: uvicorn.Server, ended: list[int]) -> None:
+    """A studio whose only worker is gone would take jobs nobody runs: say why, and stop the api too."""
+    from workers.tasks import EXIT_MODEL_NOT_LOADED
+
+    status = worker.wait()
+    if server.should_exit:  # the api is stopping and stopped it
+        return
+    ended.append(status)
+    why = "its model did not load" if status == EXIT_MODEL_NOT_LOADED else f"exit status {status}"
+    print(f"error: the worker stopped ({why}; its log is above), so the api stops too", file=sys.stderr, flush=True)
+    server.should_exit = True
 
 
 def redis_problem(url: str) -> str | None:
@@ -87,7 +113,7 @@ def worker_command(settings: Settings, concurrency: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _serve_api(settings: Settings, host: str, port: int) -> None:
+def _api_server(settings: Settings, host: str, port: int) -> uvicorn.Server:
     """The api, with the studio (the web UI, an HTTP client of this api) mounted at /studio on the same port."""
     import uvicorn
 
@@ -98,7 +124,10 @@ def _serve_api(settings: Settings, host: str, port: int) -> None:
     studio_api = settings.webui_api_url or local_api_url(host, port)
     app = mount_studio(create_app(settings), studio_api, max_upload_bytes=settings.max_upload_bytes)
     print(f"voxcast: studio at http://{host}:{port}{STUDIO_PATH}/, api at http://{host}:{port}/v1", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(), http=BoundedHttpToolsProtocol)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=settings.log_level.lower(), http=BoundedHttpToolsProtocol
+    )
+    return uvicorn.Server(config)
 
 
 def _stop(worker: subprocess.Popen[bytes]) -> None:

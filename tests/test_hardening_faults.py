@@ -313,6 +313,21 @@ def test_a_full_disk_fails_the_job_clearly_and_a_retry_completes_it(
         assert not (folder / "outputs").exists() or list((folder / "outputs").iterdir()) == []
         assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 409
 
+        # An upload onto the full disk: the server's condition (507), not a 500, and no voice half-made.
+        last_bytes = data / "last-bytes"
+        last_bytes.write_bytes(b"\0" * shutil.disk_usage(data).free)
+        voices_before = client.get("/v1/voices").json()
+        files_before = sorted(path.name for path in (data / "voices").iterdir())
+        with voice_wav.open("rb") as handle:
+            refused = client.post(
+                "/v1/voices", data={"name": "late"}, files={"file": ("late.wav", handle, "audio/wav")}
+            )
+        assert refused.status_code == 507, refused.text
+        assert "disk is full" in refused.json()["detail"]
+        assert client.get("/v1/voices").json() == voices_before
+        assert sorted(path.name for path in (data / "voices").iterdir()) == files_before
+        last_bytes.unlink()
+
         filler.unlink()
         retried = admin.post(f"/v1/admin/jobs/{job_id}/retry")
         assert retried.status_code == 200, retried.text

@@ -44,3 +44,24 @@ def test_keys_create_prints_a_key_the_database_knows_only_by_hash(tmp_path: Path
         database.dispose()
     listed = voxcast("keys", "list", env=env)
     assert "ci" in listed.stdout and secret not in listed.stdout
+
+
+def test_serve_stops_with_one_clear_line_when_its_worker_cannot_load_the_model(
+    tmp_path: Path, tiny_hf_checkpoint: Path, service_redis_url: str
+) -> None:
+    import shutil
+
+    from tests.conftest import free_port
+
+    broken = Path(shutil.copytree(tiny_hf_checkpoint, tmp_path / "broken"))
+    for weights in broken.glob("*.safetensors"):
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a download cut short
+    env = {
+        "VOXCAST_DATA_DIR": str(tmp_path / "data"),
+        "VOXCAST_REDIS_URL": service_redis_url,
+        "VOXCAST_REDIS_NAMESPACE": f"serve-{tmp_path.name}",
+        "VOXCAST_WORKER_MODEL": str(broken),
+    }
+    result = voxcast("serve", "--port", str(free_port()), env=env)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "error: the worker stopped (its model did not load; its log is above), so the api stops too" in result.stderr
