@@ -190,7 +190,7 @@ class FixedDecoder:
         next_inputs = torch.where(makes_frame[:, None, None], frame_embeds, token_embeds)
         inputs.previous[0, :rows] = makes_frame
         inputs.previous[1, :rows] = (tokens == runner.audio_bos_token_id) & decoding
-        return FrameStepOutputs(tokens, makes_frame, audio.reshape(rows, -1), latents, next_inputs)
+        return FrameStepOutputs(tokens, audio.reshape(rows, -1), latents, next_inputs)
 
     def _forward(
         self,

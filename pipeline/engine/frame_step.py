@@ -144,7 +144,6 @@ class FrameStepOutputs:
     """One step's results for rows `0..rows-1`; a captured graph rewrites them in place on every replay."""
 
     tokens: torch.Tensor  # [rows] long
-    makes_frame: torch.Tensor  # [rows] bool: decoding and chose the diffusion token
     audio: torch.Tensor  # [rows, samples_per_frame]
     latents: torch.Tensor  # [rows, latent]
     next_inputs: torch.Tensor  # [rows, 1, hidden]
