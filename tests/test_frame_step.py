@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from pipeline.engine import Engine, EngineConfig, EventKind
-from pipeline.engine.frame_step import FrameStepKey, batch_buckets, bucket_for, key_length_bucket
+from pipeline.engine.frame_step import (
+    FrameStepKey,
+    batch_buckets,
+    bucket_for,
+    key_length_bucket,
+    key_length_buckets,
+)
 from pipeline.generation import GenerationSettings, SegmentRequest, prompt_token_count, submit_segment
 from pipeline.model_loading import load_model
 from pipeline.prompt import SegmentText
@@ -40,6 +46,13 @@ def test_a_batch_beyond_the_slots_has_no_bucket() -> None:
 @pytest.mark.parametrize(("needed", "expected"), [(1, 64), (64, 64), (65, 128), (700, 1024), (1025, 1025)])
 def test_key_buckets_double_and_stop_at_the_cache(needed: int, expected: int) -> None:
     assert key_length_bucket(needed, columns=1025) == expected
+
+
+@pytest.mark.parametrize("columns", [30, 513, 1025])
+def test_warm_up_covers_exactly_the_key_buckets_steps_can_take(columns: int) -> None:
+    taken = sorted({key_length_bucket(needed, columns) for needed in range(1, columns + 1)})
+    assert key_length_buckets(columns, columns) == taken
+    assert key_length_buckets(100, columns) == [b for b in taken if b <= key_length_bucket(min(100, columns), columns)]
 
 
 def test_keys_beyond_the_cache_are_refused() -> None:
@@ -82,8 +95,7 @@ def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -
     for _ in range(6):
         engine.step()
     fixed = engine.runner.fixed
-    fixed.inputs.decoding.zero_()
-    with torch.inference_mode():
+    with torch.inference_mode(), fixed.inputs.no_row_decoding():
         for rows in fixed.buckets:
             for key_length in (64, 128, 513):
                 fixed.step(FrameStepKey(rows, key_length, diffusion_steps=10))

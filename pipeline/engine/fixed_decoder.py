@@ -28,6 +28,7 @@ from pipeline.engine.frame_step import (
     batch_buckets,
     bucket_for,
     key_length_bucket,
+    key_length_buckets,
 )
 from pipeline.engine.kv_cache import FixedSlotView, SlotKVCache
 from pipeline.engine.requests import RequestState, RowOutcome
@@ -86,14 +87,10 @@ class FixedDecoder:
         """Capture a graph for every row bucket and key bucket up to `max_keys`; harmless mid-serving."""
         if not self.captured.enabled:
             return 0
-        key_buckets = sorted({key_length_bucket(n, self.columns) for n in range(1, min(max_keys, self.columns) + 1)})
-        decoding, previous = self.inputs.decoding.clone(), self.inputs.previous.clone()
-        self.inputs.decoding.zero_()
-        for rows in self.buckets:
-            for key_length in key_buckets:
-                self.captured.run(FrameStepKey(rows, key_length, diffusion_steps))
-        self.inputs.decoding.copy_(decoding)
-        self.inputs.previous.copy_(previous)
+        with self.inputs.no_row_decoding():
+            for rows in self.buckets:
+                for key_length in key_length_buckets(max_keys, self.columns):
+                    self.captured.run(FrameStepKey(rows, key_length, diffusion_steps))
         return len(self.captured.graphs)
 
     def _launch(self, decode: Sequence[RequestState]) -> _Launched:

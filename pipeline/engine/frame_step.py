@@ -31,8 +31,9 @@ runs eagerly, so a model that cannot be captured is slower, never wrong.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +59,14 @@ def bucket_for(needed: int, buckets: list[int]) -> int:
         if size >= needed:
             return size
     raise ValueError(f"{needed} rows exceed the largest bucket ({buckets[-1]})")
+
+
+def key_length_buckets(up_to: int, columns: int) -> list[int]:
+    """Every key bucket a step over at most `up_to` keys may take."""
+    buckets = [min(SMALLEST_KEY_BUCKET, columns)]
+    while buckets[-1] < min(up_to, columns):
+        buckets.append(min(buckets[-1] * 2, columns))
+    return buckets
 
 
 def key_length_bucket(needed: int, columns: int) -> int:
@@ -104,6 +113,20 @@ class FrameStepInputs:
         self.host_indices = torch.zeros(6, slots, dtype=torch.long, pin_memory=pinned)
         self.host_noise = torch.zeros(2, slots, latent, dtype=torch.float32, pin_memory=pinned)
         self.host_guidance = torch.zeros(slots, dtype=torch.float32, pin_memory=pinned)
+
+    @contextlib.contextmanager
+    def no_row_decoding(self) -> Iterator[None]:
+        """Steps run inside leave no trace: no row decodes, and what they write for the next step is put back.
+
+        For steps run only to warm up or capture, which may come while requests are mid-generation.
+        """
+        decoding, previous = self.decoding.clone(), self.previous.clone()
+        self.decoding.zero_()
+        try:
+            yield
+        finally:
+            self.decoding.copy_(decoding)
+            self.previous.copy_(previous)
 
     def fill(
         self,
@@ -183,15 +206,11 @@ class CapturedSteps:
         the codec streams keep their state; what it writes for the next step is put back. Recording runs
         nothing.
         """
-        decoding, previous = self.inputs.decoding.clone(), self.inputs.previous.clone()
-        self.inputs.decoding.zero_()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        with self.inputs.no_row_decoding(), torch.cuda.stream(side):
             self.step(key)
         torch.cuda.current_stream().wait_stream(side)
-        self.inputs.decoding.copy_(decoding)
-        self.inputs.previous.copy_(previous)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
