@@ -137,16 +137,17 @@ class FrameStepInputs:
     ) -> None:
         """Rows `0..rows-1`: each branch's (lengths, visible starts) as the host knows them, and the decoding rows."""
         host = self.host_indices[:, :rows]
-        for index, values in enumerate((*positive, *negative)):
-            host[index] = torch.tensor(values[:rows])
+        host[:4] = torch.tensor([values[:rows] for values in (*positive, *negative)])
         host[4:].zero_()
         self.host_noise[:, :rows].zero_()
-        for row, inputs in decoding.items():
-            host[4, row] = 1
-            host[5, row] = inputs.carried
-            self.host_noise[0, row] = inputs.noise
-            self.host_noise[1, row] = inputs.noise_after_frame
-            self.host_guidance[row] = inputs.guidance
+        # Whole columns at once: a step of a few hundred rows would otherwise pay a tensor write per row and field.
+        decoding_rows = torch.tensor(list(decoding), dtype=torch.long)
+        row_inputs = list(decoding.values())
+        host[4, decoding_rows] = 1
+        host[5, decoding_rows] = torch.tensor([inputs.carried for inputs in row_inputs], dtype=torch.long)
+        self.host_noise[0, decoding_rows] = torch.stack([inputs.noise for inputs in row_inputs])
+        self.host_noise[1, decoding_rows] = torch.stack([inputs.noise_after_frame for inputs in row_inputs])
+        self.host_guidance[decoding_rows] = torch.tensor([inputs.guidance for inputs in row_inputs])
         self.indices[:, :rows].copy_(host, non_blocking=True)
         self.noise[:, :rows].copy_(self.host_noise[:, :rows], non_blocking=True)
         self.guidance[:rows].copy_(self.host_guidance[:rows], non_blocking=True)
