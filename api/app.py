@@ -19,17 +19,20 @@ from api.body_limits import BodyLimitMiddleware
 from api.deps import ApiServices
 from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.rate_limit import RateLimiter
-from api.routes import admin, admin_workers, jobs, regeneration, speech, voices
+from api.routes import admin, admin_workers, health, jobs, regeneration, speech, voices
 from core.db import Database, database_url, upgrade_database
 from core.logging import configure_logging
 from core.settings import Settings
 from core.storage import DataFolder
+from core.worker_presence import WorkerSupervision
 from workers.celery_app import create_celery_app
 
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) -> FastAPI:
+    """The api; `supervisor` is the worker supervision of `voxcast serve`, reported in `/health` and the admin view."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade_database(database_url(settings))
@@ -41,6 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
             celery=create_celery_app(settings),
             redis=redis_client,
             limiter=RateLimiter(redis_client, settings.redis_namespace, settings.max_requests_per_minute),
+            supervisor=supervisor,
         )
         app.state.services = services
         logger.info("api ready", extra={"single_user": settings.single_user})
@@ -61,10 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = (jobs.router, regeneration.router, speech.router, voices.router, admin.router, admin_workers.router)
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
-
-    @app.get("/healthz", include_in_schema=False)
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+    app.include_router(health.router)
 
     return app
 

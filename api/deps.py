@@ -23,6 +23,7 @@ from core.api_keys import find_api_key, local_admin_key
 from core.db import Database
 from core.settings import Settings
 from core.storage import DataFolder
+from core.worker_presence import WorkerSupervision
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ApiServices:
     celery: Celery
     redis: redis.asyncio.Redis
     limiter: RateLimiter
+    supervisor: WorkerSupervision | None = None  # the worker `voxcast serve` supervises beside this api, if any
 
 
 @dataclass(frozen=True)

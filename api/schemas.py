@@ -7,12 +7,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.worker_presence import SupervisedWorker, SupervisedWorkerState
+from pipeline.plan import SEEDS
+
 AudioFormat = Literal["wav", "flac", "mp3", "ogg", "opus"]
 JobMode = Literal["whole", "turns"]
 QueueName = Literal["interactive", "batch"]
 JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
 SpeechFormat = Literal["mp3", "opus", "flac", "wav", "pcm"]
-MAX_SEED = 2**31 - 1
+MAX_SEED = SEEDS - 1
 # Names, titles and keys are printable text: control characters (NUL among them, which PostgreSQL refuses to
 # store) have no place in them.
 PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"
@@ -42,7 +45,11 @@ class JobOptions(_Body):
     mode: JobMode = "whole"
     formats: list[AudioFormat] = Field(default_factory=lambda: ["wav", "mp3"], min_length=1, max_length=5)
     settings: GenerationParams = Field(default_factory=GenerationParams)
-    queue: QueueName = "interactive"
+    queue: QueueName | None = Field(
+        None,
+        description="absent: `interactive` when the job's estimated audio is short (VOXCAST_INTERACTIVE_MAX_SECONDS, "
+        "default 120 s), else `batch`",
+    )
     priority: int = Field(5, ge=0, le=9, description="0..9; higher runs sooner within its queue")
     title: str | None = Field(None, max_length=200, pattern=PRINTABLE_TEXT)
 
@@ -85,6 +92,10 @@ class JobView(BaseModel):
     error: str | None
     audio_seconds: float | None
     revision: int = Field(description="0 as submitted; +1 per regenerated turn")
+    attempts: int = Field(description="times a worker took the job (more than 1 after a worker died or it was retried)")
+    worker_deaths: int = Field(
+        description="attempts that ended with their worker dead; at VOXCAST_MAX_WORKER_DEATHS the job fails"
+    )
     outputs: JobOutputs | None
     created_at: datetime
     started_at: datetime | None
@@ -218,7 +229,16 @@ class WorkerView(BaseModel):
     dtype: str
     slots: int = Field(description="generation requests the engine batches side by side")
     slots_in_use: int
-    waiting: int = Field(description="generation requests waiting for a free slot")
+    waiting: int = Field(description="generation requests waiting for a row and K/V memory")
+    kv_blocks: int = Field(description="blocks of the engine's paged K/V pool")
+    kv_blocks_in_use: int
+    kv_block_tokens: int = Field(description="tokens one block holds (both CFG branches draw from the pool)")
+    longest_generation_tokens: int = Field(
+        description="prompt plus new tokens one generation may reach on this worker: the model's context, "
+        "or what the pool holds (7.5 tokens are a second of audio)"
+    )
+    chars_per_token: float = Field(description="its tokenizer's characters per token on English text")
+    preemptions: int = Field(description="generations preempted for memory or interactive work, then replayed")
     running_jobs: list[str]
     started_at: datetime
     seen_at: datetime
@@ -226,6 +246,31 @@ class WorkerView(BaseModel):
 
 class WorkerList(BaseModel):
     workers: list[WorkerView]
+    supervised: SupervisedWorker | None = Field(
+        description="the worker `voxcast serve` supervises beside this api (null for an api run alone)"
+    )
+
+
+class SupervisedWorkerHealth(BaseModel):
+    """The supervised worker as `/health` shows it: its state, not its jobs (the route needs no key)."""
+
+    state: SupervisedWorkerState
+    restarts: int
+    last_exit: str | None
+    next_start_in_seconds: float | None
+
+
+class HealthView(BaseModel):
+    """Whether the service can take and run jobs, and what is missing when it cannot."""
+
+    status: Literal["ok", "degraded", "down"] = Field(
+        description="ok; degraded: jobs are taken but may wait (no live worker, Redis down, worker restarting); "
+        "down: the database does not answer"
+    )
+    database: str = Field(description='"ok" or why not')
+    redis: str = Field(description='"ok" or why not')
+    workers: int = Field(description="live workers (announced in Redis within the last few heartbeats)")
+    supervised_worker: SupervisedWorkerHealth | None = Field(description="the worker `voxcast serve` supervises")
 
 
 class ErrorMessage(BaseModel):

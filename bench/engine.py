@@ -1,6 +1,7 @@
 """Engine benchmark: the same workload through transformers' `generate()` and through voxcast's engine.
 
     python bench/engine.py --size tiny --concurrency 8 --arrivals poisson --json out.json
+    python bench/engine.py --size tiny --workload longform --long-tokens 12000 --concurrency 15 --paths engine
 
 Paths, measured in the same run on the same requests:
   hf_sequential  transformers' `generate()`, one request at a time (what VibeVoice demos do)
@@ -13,6 +14,12 @@ request starts with its first frame), peak memory, and the engine's ratios again
 
 The weights are random: speed does not depend on their values. The LM is nudged to keep speaking (as
 the tiny test checkpoints are), so every request produces exactly its frame budget on every path.
+
+`--workload longform`: one long generation (`--long-tokens` of prompt and audio, most of it a long
+script's prompt) arrives first, then `--concurrency` short ones as a Poisson process. Besides the figures
+above it reports the short requests' time to first audio, the engine's preemptions, and the K/V memory: the
+paged pool's peak in use against what the slot design it replaced reserved up front (every row sized for the
+longest generation, both CFG branches; a formula, since that design allocated exactly that at start).
 """
 
 from __future__ import annotations
@@ -171,7 +178,36 @@ def run_hf_static(loaded: LoadedModel, work: list, batch: int, token_cfg_pass: b
     return timelines
 
 
-def run_engine(engine: Engine, work: list) -> list[Timeline]:
+def longform_workload(
+    long_tokens: int,
+    long_frames: int,
+    count: int,
+    rate: float,
+    seed: int,
+    seconds: tuple[float, float],
+    loaded: LoadedModel,
+) -> list[tuple[float, SegmentRequest]]:
+    """One generation of about `long_tokens` (a long script's prompt, then `long_frames` frames) at time 0, then
+    `count` short ones arriving as a Poisson process."""
+    short = workload(count, "poisson", rate, seed + 1, seconds)
+    frames = long_frames
+    lines, prompt_tokens = [], 0
+    speech = "We keep talking about the long story of the show, and every line adds a little more to say. "
+    while prompt_tokens + frames < long_tokens:
+        lines.append((len(lines) % 2, speech))
+        prompt_tokens = prompt_inputs(loaded, SegmentText(tuple(lines)), short[0][1].voices).length
+    long = SegmentRequest(SegmentText(tuple(lines)), short[0][1].voices, frames)
+    return [(0.0, long), *((arrival + 0.5, request) for arrival, request in short)]
+
+
+@dataclass
+class EngineRun:
+    """What the engine run saw besides the timelines: its peak K/V blocks in use."""
+
+    peak_blocks: int = 0
+
+
+def run_engine(engine: Engine, work: list, seen: EngineRun) -> list[Timeline]:
     """Requests are submitted at their arrival times while this thread steps the engine."""
     timelines = [Timeline(arrival) for arrival, _ in work]
     handles = []
@@ -183,17 +219,26 @@ def run_engine(engine: Engine, work: list) -> list[Timeline]:
             handles.append((index, submit_segment(engine, work[index][1], streaming=True)))
         if not engine.step() and pending:
             _sleep_until(start, work[pending[0]][0])
+        seen.peak_blocks = max(seen.peak_blocks, engine.pool.in_use)
         for index, handle in handles:
             for event in handle.drain():
                 if event.kind is EventKind.AUDIO:
                     timelines[index].frames.append(_since(start))
+                elif event.kind in (EventKind.FAILED, EventKind.CANCELLED):
+                    raise RuntimeError(f"request {index} {event.kind.value}: {event.reason}")
     _synchronize(engine.loaded.device)
     return timelines
 
 
+def ttfa_percentiles(timelines: list[Timeline]) -> tuple[float, float]:
+    """Time to first audio, p50 and p95, over the timelines that produced any."""
+    ttfa = sorted(t.frames[0] - t.arrival for t in timelines if t.frames)
+    return statistics.median(ttfa), ttfa[min(len(ttfa) - 1, math.ceil(0.95 * len(ttfa)) - 1)]
+
+
 def summarise(timelines: list[Timeline], wall: float, peak: int) -> PathFigures:
     audio = sum(len(t.frames) for t in timelines) * FRAME_SECONDS
-    ttfa = sorted(t.frames[0] - t.arrival for t in timelines if t.frames)
+    ttfa_p50, ttfa_p95 = ttfa_percentiles(timelines)
     on_time = total = 0
     for t in timelines:
         for k, produced in enumerate(t.frames):
@@ -201,8 +246,8 @@ def summarise(timelines: list[Timeline], wall: float, peak: int) -> PathFigures:
             on_time += produced <= t.frames[0] + k * FRAME_SECONDS
     return PathFigures(
         rtf=audio / wall,
-        ttfa_p50_s=statistics.median(ttfa),
-        ttfa_p95_s=ttfa[min(len(ttfa) - 1, math.ceil(0.95 * len(ttfa)) - 1)],
+        ttfa_p50_s=ttfa_p50,
+        ttfa_p95_s=ttfa_p95,
         on_time_share=on_time / total if total else 0.0,
         peak_mem_bytes=peak,
         audio_s=audio,
@@ -225,7 +270,7 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(name: str, device: torch.device, run) -> PathFigures:  # type: ignore[no-untyped-def]
+def measure(name: str, device: torch.device, run) -> tuple[PathFigures, list[Timeline]]:  # type: ignore[no-untyped-def]
     with PeakMemory(device) as memory:
         start = time.perf_counter()
         timelines = run()
@@ -237,7 +282,7 @@ def measure(name: str, device: torch.device, run) -> PathFigures:  # type: ignor
         f"audio {figures.audio_s:7.1f}s  wall {figures.wall_s:7.2f}s",
         flush=True,
     )
-    return figures
+    return figures, timelines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -250,7 +295,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arrivals", choices=["poisson", "at-once"], default="at-once")
     parser.add_argument("--rate", type=float, default=4.0, help="Poisson arrivals per second")
     parser.add_argument("--policy", choices=["online", "offline"], default=None, help="default: online for poisson")
-    parser.add_argument("--slots", type=int, default=None, help="engine slots (default: concurrency)")
+    parser.add_argument("--slots", type=int, default=None, help="engine rows (default: every request of the workload)")
+    parser.add_argument("--workload", choices=["mixed", "longform"], default="mixed")
+    parser.add_argument("--long-tokens", type=int, default=12_000, help="longform: the long generation's tokens")
+    parser.add_argument("--long-frames", type=int, default=None, help="longform: its frames (default: a tenth)")
+    parser.add_argument(
+        "--kv-memory", type=float, default=None, help="K/V pool: bytes, or a fraction of free GPU memory"
+    )
+    parser.add_argument("--kv-blocks", type=int, default=None, help="K/V pool: blocks (wins over --kv-memory)")
+    parser.add_argument("--block-size", type=int, default=16, help="tokens per K/V block")
     parser.add_argument("--diffusion-steps", type=int, default=10)
     parser.add_argument("--token-cfg-pass", action="store_true", help="keep transformers' third LM pass, as shipped")
     parser.add_argument("--paths", default="hf_sequential,hf_static,engine")
@@ -272,16 +325,23 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(args.seed)
     loaded = build_model(args.size, device, dtype)
     shortest, longest = (float(value) for value in args.audio_seconds.split(","))
-    work = workload(args.concurrency, args.arrivals, args.rate, args.seed, (shortest, longest))
+    if args.workload == "longform":
+        frames = args.long_frames or max(8, args.long_tokens // 10)
+        short = (shortest, longest)
+        work = longform_workload(args.long_tokens, frames, args.concurrency, args.rate, args.seed, short, loaded)
+    else:
+        work = workload(args.concurrency, args.arrivals, args.rate, args.seed, (shortest, longest))
     work = [(arrival, _with_steps(request, args.diffusion_steps)) for arrival, request in work]
-    policy = args.policy or ("online" if args.arrivals == "poisson" else "offline")
+    policy = args.policy or ("online" if args.arrivals == "poisson" or args.workload == "longform" else "offline")
     prompt_tokens = [prompt_inputs(loaded, r.text, r.voices).length for _, r in work]
-    context = max(tokens + r.max_frames for tokens, (_, r) in zip(prompt_tokens, work, strict=True)) + 8
+    longest_generation = max(tokens + r.max_frames for tokens, (_, r) in zip(prompt_tokens, work, strict=True))
     fixed_shapes = {"auto": None, "on": True, "off": False}[args.fixed_shapes]
     config = EngineConfig(
-        slots=args.slots or args.concurrency,
-        max_context=context,
+        slots=args.slots or len(work),
         policy=policy,
+        kv_memory=args.kv_memory,
+        kv_blocks=args.kv_blocks,
+        block_size=args.block_size,
         fixed_shapes=fixed_shapes,
         cuda_graphs=not args.no_cuda_graphs,
         overlap=not args.no_overlap,
@@ -292,26 +352,37 @@ def main(argv: list[str] | None = None) -> dict:
         f"prompt tokens mean={statistics.mean(prompt_tokens):.0f}",
         flush=True,
     )
+    seen = EngineRun()
     paths = {
         "hf_sequential": lambda: run_hf_sequential(loaded, work, args.token_cfg_pass),
-        "hf_static": lambda: run_hf_static(loaded, work, args.batch or args.concurrency, args.token_cfg_pass),
-        "engine": lambda: run_engine(engine, work),
+        "hf_static": lambda: run_hf_static(loaded, work, args.batch or len(work), args.token_cfg_pass),
+        "engine": lambda: run_engine(engine, work, seen),
     }
     names = args.paths.split(",")
     engine_setup: dict = {}
     if "engine" in names:
         started = time.perf_counter()
-        engine = Engine(loaded, config)
-        graphs = engine.warm_up(args.diffusion_steps)
+        engine = Engine.for_model(loaded, config)
+        graphs = engine.warm_up(args.diffusion_steps, max_keys=longest_generation)
         engine_setup = {
             "fixed_shapes": engine.runner.fixed is not None,
             "overlap": engine.config.overlap,
             "cuda_graphs": graphs,
             "warm_up_s": time.perf_counter() - started,
+            "kv_blocks": engine.pool.total,
+            "block_size": engine.spec.block_size,
         }
         print(f"# engine: {engine_setup}", flush=True)
-    figures = {name: measure(name, device, paths[name]) for name in names}
+    measured = {name: measure(name, device, paths[name]) for name in names}
+    figures = {name: value for name, (value, _) in measured.items()}
     results: dict = {name: asdict(value) for name, value in figures.items()}
+    if "engine" in names:
+        results["engine_memory"] = kv_memory_figures(engine, seen, longest_generation)
+        print(f"# engine memory: {results['engine_memory']}", flush=True)
+    if args.workload == "longform" and "engine" in measured:
+        short_p50, short_p95 = ttfa_percentiles(measured["engine"][1][1:])
+        results["engine_short_ttfa_p50_s"], results["engine_short_ttfa_p95_s"] = short_p50, short_p95
+        print(f"# engine, short requests beside the long one: ttfa p50 {short_p50:.3f}s p95 {short_p95:.3f}s")
     for reference in ("hf_sequential", "hf_static"):
         if "engine" in figures and reference in figures:
             ratio = figures["engine"].rtf / figures[reference].rtf
@@ -326,6 +397,19 @@ def main(argv: list[str] | None = None) -> dict:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
     return results
+
+
+def kv_memory_figures(engine: Engine, seen: EngineRun, longest_generation: int) -> dict:
+    """The paged pool's size and peak use, against what the slot design reserved for the same rows."""
+    block_bytes = engine.runner.pool.nbytes // engine.runner.pool.num_blocks
+    token_bytes = block_bytes // engine.spec.block_size
+    return {
+        "block_bytes": block_bytes,
+        "pool_bytes": engine.runner.pool.nbytes,
+        "paged_peak_bytes": seen.peak_blocks * block_bytes,
+        "slot_design_bytes": engine.spec.rows * (longest_generation + 1) * 2 * token_bytes,
+        "preemptions": engine.preemptions,
+    }
 
 
 def _with_steps(request: SegmentRequest, steps: int) -> SegmentRequest:

@@ -7,13 +7,16 @@
 # (bench/fetch_wheels.sh fetches them beforehand, elsewhere);
 # runs bench/gpu_checks.py (CUDA graphs against the eager step; bf16 against fp32), then bench/engine.py at
 # the 1.5B shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
-# 64 and 256 (offline), and 64 requests arriving as a Poisson process (streaming policy). Every run writes
+# 64 and 256 (offline), 64 requests arriving as a Poisson process (streaming policy), and the long-form run:
+# one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,
+# with the paged K/V pool's peak against the slot design's reservation. Every run writes
 # OUT_DIR/NAME.json; the whole log is OUT_DIR/gpu.log and the table OUT_DIR/table.md. It keeps to a time
 # budget (VOXCAST_BENCH_BUDGET_S, default 450 s): a run that would start past it is skipped and logged.
 #
 # The same script runs small on the CPU, to check it end to end anywhere:
 #     VOXCAST_BENCH_SIZE=tiny VOXCAST_BENCH_DEVICE=cpu VOXCAST_BENCH_CONCURRENCY="1 2" \
-#     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 VOXCAST_BENCH_ABLATION=2 bench/gpu.sh out/
+#     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 VOXCAST_BENCH_ABLATION=2 \
+#     VOXCAST_BENCH_LONGFORM="1500 40 3" bench/gpu.sh out/
 set -uo pipefail
 
 out="${1:?usage: bench/gpu.sh OUT_DIR}"
@@ -25,6 +28,7 @@ ablation="${VOXCAST_BENCH_ABLATION:-64}"
 seconds="${VOXCAST_BENCH_AUDIO_SECONDS:-20,20}"
 steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
 budget="${VOXCAST_BENCH_BUDGET_S:-450}"
+read -r long_tokens long_frames long_beside <<<"${VOXCAST_BENCH_LONGFORM:-60000 600 63}"
 python="${PYTHON:-python3}"
 
 mkdir -p "$out" && out="$(cd "$out" && pwd)"
@@ -72,6 +76,8 @@ for concurrency in $concurrencies; do
     fi
 done
 bench "streaming-c$streaming" 70 --concurrency "$streaming" --arrivals poisson --rate 16 --paths hf_static,engine
+bench "longform" 90 --workload longform --long-tokens "$long_tokens" --long-frames "$long_frames" \
+    --concurrency "$long_beside" --rate 16 --paths engine
 # What each part of the fast path is worth: the engine at 64 requests without overlap, without graphs, eager.
 bench "engine-c$ablation-no-overlap" 25 --concurrency "$ablation" --arrivals at-once --paths engine --no-overlap
 bench "engine-c$ablation-no-graphs" 40 --concurrency "$ablation" --arrivals at-once --paths engine --no-cuda-graphs

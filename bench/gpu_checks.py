@@ -36,9 +36,9 @@ GRAPH_TOLERANCE = 1e-4
 
 def run(loaded: LoadedModel, requests: list[SegmentRequest], **config: object) -> tuple[list[np.ndarray], list]:
     """Every request's audio and latents through one engine built with `config`."""
-    context = max(prompt_inputs(loaded, r.text, r.voices).length + r.max_frames for r in requests) + 8
-    engine = Engine(loaded, EngineConfig(slots=len(requests), max_context=context, policy="offline", **config))
-    graphs = engine.warm_up()
+    longest = max(prompt_inputs(loaded, r.text, r.voices).length + r.max_frames for r in requests)
+    engine = Engine.for_model(loaded, EngineConfig(slots=len(requests), policy="offline", **config))
+    graphs = engine.warm_up(max_keys=longest)
     handles = [submit_segment(engine, request) for request in requests]
     engine.run_until_idle()
     audio, latents = [], []

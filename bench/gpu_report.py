@@ -30,6 +30,21 @@ def run_rows(name: str, figures: dict) -> list[str]:
     return rows
 
 
+def memory_lines(name: str, figures: dict) -> list[str]:
+    """The long-form run's K/V memory and its short requests' time to first audio."""
+    memory = figures.get("engine_memory")
+    if memory is None or figures["setup"].get("workload") != "longform":
+        return []
+    return [
+        "",
+        f"{name}: K/V pool {memory['pool_bytes'] / 2**30:.2f} GiB, peak in use "
+        f"{memory['paged_peak_bytes'] / 2**30:.2f} GiB; the slot design would reserve "
+        f"{memory['slot_design_bytes'] / 2**30:.2f} GiB for the same rows; {memory['preemptions']} preemptions; "
+        f"short requests' TTFA p50 / p95 {figures['engine_short_ttfa_p50_s'] * 1000:.0f} / "
+        f"{figures['engine_short_ttfa_p95_s'] * 1000:.0f} ms.",
+    ]
+
+
 def checks_lines(checks: dict) -> list[str]:
     graphs = checks["graph_parity"]
     precision = checks["bf16_vs_fp32"]
@@ -52,10 +67,14 @@ def main() -> None:
         "| run | requests | policy | path | RTF | ms/step | TTFA p50 / p95 ms | on time | peak GiB | engine / path |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    notes = []
     for file in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
         if file.name == "checks.json":
             continue
-        lines += run_rows(file.stem, json.loads(file.read_text()))
+        figures = json.loads(file.read_text())
+        lines += run_rows(file.stem, figures)
+        notes += memory_lines(file.stem, figures)
+    lines += notes
     checks = folder / "checks.json"
     if checks.exists():
         lines += checks_lines(json.loads(checks.read_text()))

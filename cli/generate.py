@@ -18,7 +18,16 @@ from tqdm import tqdm
 from cli.errors import EXIT_OK, InputError
 from core.settings import Settings
 from pipeline.plan import Plan, plan_script
-from pipeline.script import Script, ScriptError, Speaker, find_speaker, parse_script
+from pipeline.script import (
+    Script,
+    ScriptError,
+    Speaker,
+    check_speakable,
+    find_speaker,
+    parse_script,
+    same_speaker_message,
+    unknown_speaker_message,
+)
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
 from workers.assembly import (
     Episode,
@@ -30,7 +39,7 @@ from workers.assembly import (
 )
 
 if TYPE_CHECKING:
-    from pipeline.engine import EngineConfig
+    from pipeline.engine import Engine, EngineConfig
     from pipeline.model_loading import LoadedModel
     from pipeline.podcast import Progress
 
@@ -84,7 +93,8 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     if loaded.is_tiny_random:
         print("note: tiny-random is an untrained toy model; the audio will be noise", file=sys.stderr)
     generation = GenerationSettings(cfg_scale=args.cfg_scale, diffusion_steps=args.diffusion_steps, seed=args.seed)
-    engine = Engine(loaded, _engine_config(loaded, plan, voices, settings))
+    engine = Engine.for_model(loaded, _engine_config(plan, settings))
+    _check_fits(engine, loaded, plan, voices)
     with _progress_bar(plan, disabled=args.quiet) as report:
         rendered = render_podcast(engine, plan, voices, generation, on_progress=report)
     audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
@@ -97,14 +107,26 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _engine_config(loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray], settings: Settings) -> EngineConfig:
-    """One job alone: as many slots as it has segments (up to the setting), context for its longest one."""
+def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
+    """One job alone: as many rows as it has segments (up to the setting), the K/V pool the settings give."""
     from pipeline.engine import EngineConfig
+
+    slots = min(settings.engine_slots, len(plan.segments))
+    return EngineConfig(slots=slots, kv_memory=settings.engine_kv_memory, policy="offline")
+
+
+def _check_fits(engine: Engine, loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray]) -> None:
+    """Refuse, before generating anything, a segment no engine of this model and memory could ever run."""
     from pipeline.generation import prompt_token_count
 
-    needed = max(prompt_token_count(loaded, s.text, voices) + s.max_frames for s in plan.segments)
-    slots = min(settings.engine_slots, len(plan.segments))
-    return EngineConfig(slots=slots, max_context=max(settings.engine_max_context, needed), policy="offline")
+    for number, segment in enumerate(plan.segments, start=1):
+        prompt = prompt_token_count(loaded, segment.text, voices)
+        frames = max(1, min(segment.max_frames, engine.room_after(prompt)))
+        if (problem := engine.refusal(prompt, frames)) is not None:
+            raise InputError(
+                f"generation {number} of {len(plan.segments)} is too long: {problem}; split it with pause tags "
+                "or use --mode turns"
+            )
 
 
 def audio_format_for_output(path: Path) -> None:
@@ -131,7 +153,9 @@ def read_script(path: Path) -> Script:
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 text (byte {error.start}); save the script as UTF-8") from None
     try:
-        return parse_script(text)
+        script = parse_script(text)
+        check_speakable(script)
+        return script
     except ScriptError as error:
         raise InputError(f"{path} {error}") from error
 
@@ -146,16 +170,18 @@ def _plan(script: Script, args: argparse.Namespace, settings: Settings) -> Plan:
 def assign_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, str]:
     """Map `--voice` values to speaker indices: `KEY=FILE` by number or name, a bare `FILE` to the next free one."""
     assigned: dict[int, str] = {}
+    claimed_by: dict[int, str] = {}  # speaker index -> the key that gave it its voice, to explain a second one
     bare: list[str] = []
     for spec in specs:
         key, sep, path = spec.partition("=")
         if not sep:
             bare.append(spec)
             continue
-        index = _speaker_index(speakers, key.strip())
+        key = key.strip()
+        index = _speaker_index(speakers, key)
         if index in assigned:
-            raise InputError(f"--voice {spec}: {speakers[index].name} already has a voice ({assigned[index]})")
-        assigned[index] = path
+            raise InputError(f"--voice {spec}: {same_speaker_message(speakers, claimed_by[index], key)}")
+        assigned[index], claimed_by[index] = path, key
     free = [index for index in range(len(speakers)) if index not in assigned]
     if len(bare) > len(free):
         raise InputError(f"--voice: {len(bare)} unnamed voice files but only {len(free)} speakers without a voice")
@@ -172,8 +198,7 @@ def _speaker_index(speakers: Sequence[Speaker], key: str) -> int:
     index = find_speaker(speakers, key)
     if index is not None:
         return index
-    known = ", ".join(f"{speaker.key} ({speaker.name})" for speaker in speakers)
-    raise InputError(f"--voice {key}=...: the script has no speaker {key!r}; its speakers are {known}")
+    raise InputError(f"--voice {key}=...: {unknown_speaker_message(speakers, key)}")
 
 
 def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, np.ndarray]:

@@ -2,8 +2,12 @@
 
 The defaults need nothing installed but Redis: the database is a SQLite file and the job files live in the
 data folder (VOXCAST_DATA_DIR). Redis is checked first; when it does not answer, one line says how to
-start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each). When the
-worker of a both-halves serve ends on its own (a model that does not load, a crash), the api stops with it.
+start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each).
+
+Both halves: the worker runs under a supervisor (`workers.supervisor`) that starts it again when it dies,
+while the api stays up and reports it (`/health`, `/v1/admin/workers`); only a worker whose model does not
+load stops serve, with one line saying why. SIGTERM (systemd, `docker stop`) and SIGINT (Ctrl-C) stop the
+worker, then the api, and exit 0 with no process left behind.
 """
 
 from __future__ import annotations
@@ -13,9 +17,8 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
-import threading
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from cli.errors import EXIT_FAILED, EXIT_OK
@@ -24,9 +27,17 @@ from core.settings import Settings
 if TYPE_CHECKING:
     import uvicorn
 
+    from workers.supervisor import WorkerSupervisor
+
 logger = logging.getLogger(__name__)
 
-_WORKER_STOP_SECONDS = 30
+
+class _StopRequested(Exception):
+    """SIGTERM arrived: stop like a Ctrl-C (uvicorn hands the signal back once it has shut down)."""
+
+
+def _stop_requested(signum: int, frame: FrameType | None) -> None:
+    raise _StopRequested(signal.Signals(signum).name)
 
 
 def register(subcommands: argparse._SubParsersAction, settings: Settings) -> None:
@@ -35,10 +46,11 @@ def register(subcommands: argparse._SubParsersAction, settings: Settings) -> Non
     serve.add_argument("--port", type=int, default=settings.api_port, help=f"api port (default {settings.api_port})")
     serve.add_argument("--only", choices=["api", "worker"], help="run only the api or only a worker")
     serve.add_argument(
-        "--concurrency",
+        "--max-jobs",
         type=int,
-        default=settings.worker_concurrency,
-        help=f"task threads in the worker, all feeding its one engine (default {settings.worker_concurrency})",
+        default=settings.worker_max_jobs,
+        help=f"jobs the worker runs at once, all batched in its one engine (default {settings.worker_max_jobs}: "
+        "VOXCAST_WORKER_MAX_JOBS)",
     )
     serve.add_argument("--model", default=settings.worker_model, help="the worker's model (default: VOXCAST_MODEL)")
     serve.set_defaults(run=run_serve)
@@ -56,37 +68,39 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
     from core.db import database_url, upgrade_database
 
     upgrade_database(database_url(settings))
-    command = worker_command(settings, args.concurrency)
-    environment = {**os.environ, **({"VOXCAST_WORKER_MODEL": args.model} if args.model else {})}
+    command = worker_command(settings, args.max_jobs)
+    environment = {**os.environ, "VOXCAST_WORKER_MAX_JOBS": str(args.max_jobs)}  # the worker reads it too
+    environment |= {"VOXCAST_WORKER_MODEL": args.model} if args.model else {}
     if args.only == "worker":
         os.execvpe(command[0], command, environment)
-    worker = None if args.only == "api" else subprocess.Popen(command, env=environment)
-    server = _api_server(settings, args.host, args.port)
-    worker_ended: list[int] = []
-    if worker is not None:
-        watch = threading.Thread(target=_stop_when_worker_ends, args=(worker, server, worker_ended), daemon=True)
-        watch.start()
+    fatal: list[str] = []
+    signal.signal(signal.SIGTERM, _stop_requested)
+    supervisor = None if args.only == "api" else _supervisor(command, environment, settings, fatal)
     try:
+        server = _api_server(settings, args.host, args.port, supervisor)
+        if supervisor is not None:
+            supervisor.start()
         server.run()
-    except KeyboardInterrupt:
-        pass  # uvicorn raises again the Ctrl-C it has already shut down on: a normal stop
+    except (KeyboardInterrupt, _StopRequested):
+        pass  # uvicorn raises again the signal it has already shut down on: a normal stop
     finally:
-        if worker is not None:
-            _stop(worker)
-    return EXIT_FAILED if worker_ended else EXIT_OK
+        if supervisor is not None:
+            supervisor.stop()
+    return EXIT_FAILED if fatal else EXIT_OK
 
 
-def _stop_when_worker_ends(worker: subprocess.Popen[bytes], server: uvicorn.Server, ended: list[int]) -> None:
-    """A studio whose only worker is gone would take jobs nobody runs: say why, and stop the api too."""
-    from workers.tasks import EXIT_MODEL_NOT_LOADED
+def _supervisor(
+    command: list[str], environment: dict[str, str], settings: Settings, fatal: list[str]
+) -> WorkerSupervisor:
+    """The worker under supervision; when it cannot run at all, say why and stop the api (nobody would run jobs)."""
+    from workers.supervisor import WorkerSupervisor
 
-    status = worker.wait()
-    if server.should_exit:  # the api is stopping and stopped it
-        return
-    ended.append(status)
-    why = "its model did not load" if status == EXIT_MODEL_NOT_LOADED else f"exit status {status}"
-    print(f"error: the worker stopped ({why}; its log is above), so the api stops too", file=sys.stderr, flush=True)
-    server.should_exit = True
+    def stop_the_api(why: str) -> None:
+        fatal.append(why)
+        print(f"error: the worker stopped ({why}; its log is above), so the api stops too", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    return WorkerSupervisor(command, environment, settings, on_fatal=stop_the_api)
 
 
 def redis_problem(url: str) -> str | None:
@@ -100,20 +114,22 @@ def redis_problem(url: str) -> str | None:
     return None
 
 
-def worker_command(settings: Settings, concurrency: int) -> list[str]:
-    """A Celery worker in threads (one engine per process), consuming both queues of this installation."""
+def worker_command(settings: Settings, max_jobs: int | None = None) -> list[str]:
+    """A Celery worker consuming both queues of this installation (interactive first): one task thread per job it
+    runs at once (`max_jobs`, default `worker_max_jobs`), all feeding its one engine."""
     from workers.celery_app import QUEUE_KINDS, queue_name
 
     queues = ",".join(queue_name(settings.redis_namespace, kind) for kind in QUEUE_KINDS)
+    threads = settings.worker_max_jobs if max_jobs is None else max_jobs
     return [
         sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-        "--pool", "threads", "--concurrency", str(concurrency), "--queues", queues,
+        "--pool", "threads", "--concurrency", str(threads), "--queues", queues,
         "--hostname", f"voxcast@{socket.gethostname()}", "--without-gossip", "--without-mingle",
         "--loglevel", settings.log_level,
     ]  # fmt: skip
 
 
-def _api_server(settings: Settings, host: str, port: int) -> uvicorn.Server:
+def _api_server(settings: Settings, host: str, port: int, supervisor: WorkerSupervisor | None) -> uvicorn.Server:
     """The api, with the studio (the web UI, an HTTP client of this api) mounted at /studio on the same port."""
     import uvicorn
 
@@ -122,19 +138,9 @@ def _api_server(settings: Settings, host: str, port: int) -> uvicorn.Server:
     from webui.app import STUDIO_PATH, local_api_url, mount_studio
 
     studio_api = settings.webui_api_url or local_api_url(host, port)
-    app = mount_studio(create_app(settings), studio_api, max_upload_bytes=settings.max_upload_bytes)
+    app = mount_studio(create_app(settings, supervisor), studio_api, max_upload_bytes=settings.max_upload_bytes)
     print(f"voxcast: studio at http://{host}:{port}{STUDIO_PATH}/, api at http://{host}:{port}/v1", flush=True)
     config = uvicorn.Config(
         app, host=host, port=port, log_level=settings.log_level.lower(), http=BoundedHttpToolsProtocol
     )
     return uvicorn.Server(config)
-
-
-def _stop(worker: subprocess.Popen[bytes]) -> None:
-    """A warm shutdown: running jobs finish their step; a job cut short resumes from its stored segments."""
-    worker.send_signal(signal.SIGTERM)
-    try:
-        worker.wait(_WORKER_STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait()

@@ -4,7 +4,9 @@ SQLite (a file under the data folder) is the embedded default; PostgreSQL is the
 the same SQLAlchemy 2 models and the same Alembic migrations. SQLite is shared here by the api, the
 worker's task threads and the CLI, so every connection runs in WAL mode with a busy timeout and opens its
 transactions with `BEGIN IMMEDIATE`: a writer waits its turn instead of failing with "database is locked"
-when a read transaction would have to be upgraded.
+when a read transaction would have to be upgraded. A transaction that only reads (`Database.reading`) opens
+with a plain `BEGIN` instead: in WAL mode it reads the last commit without waiting for a writer, so the checks
+a worker makes every engine step (a job's cancel flag) do not queue behind every other job's writes.
 """
 
 from __future__ import annotations
@@ -70,8 +72,12 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_READ_ONLY = "voxcast_read_only"  # an execution option: the transaction only reads
+
+
 def _begin_immediate(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    read_only = connection.get_execution_options().get(_READ_ONLY, False)
+    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,16 @@ class Database:
 
     engine: Engine
     sessions: sessionmaker[Session]
+    read_sessions: sessionmaker[Session]
 
     @classmethod
     def connect(cls, url: str) -> Database:
         engine = create_database_engine(url)
-        return cls(engine=engine, sessions=sessionmaker(engine, expire_on_commit=False))
+        return cls(
+            engine=engine,
+            sessions=sessionmaker(engine, expire_on_commit=False),
+            read_sessions=sessionmaker(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False),
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
@@ -95,6 +106,16 @@ class Database:
         """A session whose transaction commits when the block ends and rolls back if it raises."""
         with self.sessions.begin() as session:
             yield session
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session for reads only: on SQLite its transaction does not wait for writers (see the module's
+        docstring); anything it writes is rolled back."""
+        with self.read_sessions() as session:
+            try:
+                yield session
+            finally:
+                session.rollback()
 
     def dispose(self) -> None:
         self.engine.dispose()

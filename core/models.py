@@ -12,7 +12,19 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Dialect, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -112,8 +124,13 @@ class Job(Base):
     audio_seconds: Mapped[float | None] = mapped_column(Float, default=None)  # of the finished episode
     error: Mapped[str | None] = mapped_column(Text, default=None)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took the job
+    # Attempts that ended with their worker dead (a crash, a kill); at `max_worker_deaths` the job fails.
+    worker_deaths: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
+    # Held by its worker but waiting for the worker's quarantine (a suspect waits for the others, the others for
+    # a suspect): a death of that worker now is not counted against it.
+    waiting: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # 0 for the job as submitted; +1 for every regenerated turn. Its script is that of the newest revision.
     revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "VOXCAST_"
+_RENAMED = {"VOXCAST_WORKER_CONCURRENCY": "VOXCAST_WORKER_MAX_JOBS"}  # old name: new name
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
@@ -28,8 +29,14 @@ class Settings:
     log_level: str = "WARNING"
     log_format: str = "text"  # "text" (key=value) or "json"
     max_segment_seconds: float = 120.0  # longest single generation in "turns" mode
-    engine_slots: int = 16  # requests generated side by side in one batch
-    engine_max_context: int = 8192  # tokens per slot (prompt + generated); ~15 min of audio in one segment
+    engine_slots: int = 16  # requests generated side by side in one batch (rows); at least `worker_max_jobs`
+    # The engine's K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
+    # None: 0.8 on a GPU, 1 GiB on the CPU. A generation may reach the model's own context if the pool holds it.
+    engine_kv_memory: float | None = None
+    # While interactive work leads (a speech request beside jobs), a step may take this many times what the leading
+    # rows alone take; other rows sit such steps out. Higher: more throughput beside speech, slower speech (CPU only:
+    # on a GPU a step of every row costs about one row's). None: the engine's default, 1.5.
+    engine_interactive_slowdown: float | None = None
     database_url: str | None = None  # SQLAlchemy URL; None: a SQLite file under data_dir
     redis_url: str = "redis://127.0.0.1:6379/0"  # Celery broker and job-progress pub/sub
     redis_namespace: str = "voxcast"  # prefix of every queue, key and channel voxcast uses in Redis
@@ -37,10 +44,18 @@ class Settings:
     api_port: int = 8000
     single_user: bool = False  # True: no API keys; every request acts as the one local admin
     worker_model: str | None = None  # None: `model`
-    worker_concurrency: int = 2  # task threads per worker process, all feeding its one model
+    # Jobs one worker process runs at once (its Celery task threads): each hands all its pending segments to the
+    # worker's one engine, which batches them across jobs. Messages beyond it stay in the broker for other workers.
+    worker_max_jobs: int = 16
+    # A job submitted without a queue goes to `interactive` when its estimated audio is this long at most, else `batch`.
+    interactive_max_seconds: float = 120.0
+    # Benchmarks only (bench/service.py): a job generates its segments one after another, as workers did before
+    # they handed whole jobs to the engine.
+    worker_sequential_segments: bool = False
     longest_job_seconds: float = 6 * 3600.0  # the broker's visibility timeout sits above this
     heartbeat_seconds: float = 5.0  # how often a running job proves its worker is alive
     stale_after_seconds: float = 60.0  # a running job silent this long is re-enqueued by the sweeper
+    max_worker_deaths: int = 2  # a job whose attempts ended with their worker dead this often is failed
     max_jobs_in_flight: int = 4  # queued or running jobs per API key
     max_upload_bytes: int = 50 * 1024 * 1024  # one voice file
     max_requests_per_minute: int = 600  # per API key, across every api process (Redis); 0 turns the limit off
@@ -53,20 +68,30 @@ class Settings:
     webui_api_url: str | None = None  # the api the studio calls; None: the one `voxcast serve` runs here
     webui_host: str = "127.0.0.1"  # `voxcast webui` address (the studio alone; `voxcast serve` mounts it on the api)
     webui_port: int = 7860  # `voxcast webui` port
+    # Crash tests only: a worker dies of SIGSEGV at the 8th frame of a job whose script contains this text.
+    crash_on_script_text: str | None = None
+    # Fault tests only: the worker's engine loop fails (an exception inside its step) once it steps a generation of
+    # a job whose script contains this text.
+    engine_fault_on_script_text: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Defaults overridden by `VOXCAST_<FIELD>` variables (e.g. VOXCAST_MODEL, VOXCAST_DATA_DIR)."""
         environ = dict(os.environ if environ is None else environ)
+        for old, new in _RENAMED.items():
+            if old in environ:
+                raise SettingsError(f"{old} was renamed {new}; set that instead")
         values: dict[str, Any] = {}
         for field in fields(cls):
             name = ENV_PREFIX + field.name.upper()
             if name in environ:
-                values[field.name] = _parse(name, environ[name], field.default)
+                values[field.name] = _parse(name, environ[name], field.default, str(field.type))
         return cls(**values)
 
 
-def _parse(name: str, raw: str, default: Any) -> Any:
+def _parse(name: str, raw: str, default: Any, annotation: str) -> Any:
+    if annotation == "float | None":  # a number that may be left unset (empty: the default)
+        return _parse(name, raw, 0.0, "float") if raw.strip() else None
     if isinstance(default, Path):
         return Path(raw).expanduser()
     if isinstance(default, bool):

@@ -152,6 +152,17 @@ class JobFolder:
     def outputs(self) -> Path:
         return self.root / "outputs"
 
+    def remove_temporaries(self) -> list[Path]:
+        """Delete what a writer killed mid-write left: temporaries and backups (`.<name>.<hex>.tmp|.bak`); returns them.
+
+        Only for the job's holder: it alone writes to the folder, so no temporary here is still being written.
+        """
+        patterns = (".*.tmp", ".*.bak")
+        left = [path for pattern in patterns for path in self.root.rglob(pattern) if path.is_file()]
+        for path in left:
+            path.unlink(missing_ok=True)
+        return left
+
     def output(self, name: str) -> Path:
         """An output file by name: `episode.mp3`, `episode.srt`, `episode.chapters.json`."""
         return self.outputs / name

@@ -9,8 +9,12 @@ worth nothing once stale.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+import redis
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.settings import Settings
 
 EXPIRY_HEARTBEATS = 3  # a status outlives this many missed heartbeats, then it is gone
 
@@ -26,9 +30,15 @@ class WorkerStatus(BaseModel):
     model: str
     device: str  # the GPU's name (torch.cuda.get_device_name), or "cpu"
     dtype: str
-    slots: int
+    slots: int  # requests its engine batches side by side (rows)
     slots_in_use: int
-    waiting: int  # generation requests waiting for a free slot
+    waiting: int  # generation requests waiting for a row and K/V blocks
+    kv_blocks: int  # blocks of its engine's K/V pool
+    kv_blocks_in_use: int
+    kv_block_tokens: int  # tokens a block holds
+    longest_generation_tokens: int  # prompt and new tokens one generation may reach here (context and pool allowing)
+    chars_per_token: float  # its tokenizer's rate on English: the api estimates prompt lengths with it
+    preemptions: int  # requests preempted (and replayed) since it started
     started_at: datetime
     seen_at: datetime
 
@@ -37,6 +47,38 @@ def worker_key(namespace: str, name: str) -> str:
     return f"{namespace}:workers:{name}"
 
 
+def withdraw(settings: Settings, name: str) -> None:
+    """Remove worker `name`'s announcement now (it stopped, or died and its supervisor knows it)."""
+    redis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2).delete(
+        worker_key(settings.redis_namespace, name)
+    )
+
+
 def worker_key_pattern(namespace: str) -> str:
     """A Redis SCAN pattern matching every worker's key in this installation."""
     return worker_key(namespace, "*")
+
+
+SupervisedWorkerState = Literal["starting", "running", "restarting", "stopped"]
+
+
+class SupervisedWorker(BaseModel):
+    """The worker `voxcast serve` supervises (`workers.supervisor`): running, or waiting to be started again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: SupervisedWorkerState
+    pid: int | None = Field(description="the running worker's process id")
+    restarts: int = Field(description="times the worker was started again after it died")
+    started_at: datetime | None = Field(description="when the current (or last) worker process started")
+    last_exit: str | None = Field(description='how the last worker ended: "killed by SIGSEGV", "exit status 1"')
+    last_exit_status: int | None = Field(description="its exit status; negative: the signal that killed it")
+    last_exit_jobs: list[str] = Field(description="the jobs it was running when it ended")
+    last_exit_at: datetime | None
+    next_start_in_seconds: float | None = Field(description="while restarting: when the next worker starts")
+
+
+class WorkerSupervision(Protocol):
+    """What the api may ask of the supervisor it runs beside (in `voxcast serve`): the worker's state."""
+
+    def status(self) -> SupervisedWorker: ...

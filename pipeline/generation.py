@@ -19,7 +19,6 @@ from pipeline.model_loading import LoadedModel
 from pipeline.prompt import SegmentText, build_prompt_text, voice_samples_in_prompt_order
 
 SAMPLE_RATE = 24_000
-FRAMES_PER_SECOND = 7.5
 SAMPLES_PER_FRAME = 3200
 
 FrameCallback = Callable[[int], None]
@@ -45,6 +44,11 @@ class SegmentRequest:
     # Latents of the frames an interrupted run already made ([frames, latent_dim]): the engine replays
     # them and generates only the rest; the result still holds every frame.
     resume_latents: torch.Tensor | None = None
+    # How the engine schedules it beside other work (see `GenerationRequest`): the job it belongs to, its
+    # class and its priority.
+    job: str | None = None
+    interactive: bool = False
+    priority: int = 5
 
 
 @dataclass(frozen=True)
@@ -84,18 +88,40 @@ def prompt_token_count(loaded: LoadedModel, text: SegmentText, voices: Mapping[i
     return text_tokens + sum(math.ceil(len(voice) / hop) for voice in samples)
 
 
+# English dialogue, for measuring a tokenizer's rate (`chars_per_token`).
+_RATE_SAMPLE = (
+    "Welcome back to the show. Today we are talking about how small studios make long podcasts, what the new "
+    "tools change for them, and why listeners still care most about a good conversation. Thanks for having me; "
+    "it has been quite a week, and I think the short answer is that the promises were bold and the rollout bumpy."
+)
+
+
+def chars_per_token(loaded: LoadedModel) -> float:
+    """Characters of English dialogue per token of the model's tokenizer (about 4 for Qwen2's): what lets a
+    service without the tokenizer estimate a script's prompt length."""
+    return len(_RATE_SAMPLE) / len(loaded.processor.tokenizer(_RATE_SAMPLE)["input_ids"])
+
+
 def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool = False) -> RequestHandle:
-    """Queue one segment in the engine; its frame budget is `generate()`'s `max_new_tokens`."""
+    """Queue one segment in the engine; its frame budget is `generate()`'s `max_new_tokens`, capped by what the
+    engine can hold after the prompt (the model's context, its K/V pool); a prompt that leaves nothing fails
+    with the numbers."""
+    if engine.loaded is None:
+        raise ValueError("this engine was built without its model; build it with Engine.for_model")
     settings = request.settings
+    prompt = prompt_inputs(engine.loaded, request.text, request.voices)
     return engine.submit(
         GenerationRequest(
-            prompt=prompt_inputs(engine.loaded, request.text, request.voices),
-            max_new_tokens=request.max_frames,
+            prompt=prompt,
+            max_new_tokens=max(1, min(request.max_frames, engine.room_after(prompt.length))),
             seed=settings.seed,
             cfg_scale=settings.cfg_scale,
             diffusion_steps=settings.diffusion_steps,
             streaming=streaming,
             resume_latents=request.resume_latents,
+            job=request.job,
+            interactive=request.interactive,
+            priority=request.priority,
         )
     )
 

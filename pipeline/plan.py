@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.prompt import SegmentText
+from pipeline.prompt import FRAMES_PER_SECOND, SegmentText
 from pipeline.script import Pause, Script, ScriptError, Speaker, Turn
 from pipeline.speech_text import normalize_for_speech
 
@@ -28,9 +28,9 @@ Mode = Literal["whole", "turns"]
 MODES: tuple[Mode, ...] = ("whole", "turns")
 
 CHARS_PER_SECOND = 14.0
-FRAMES_PER_SECOND = 7.5
 MAX_EPISODE_MINUTES = 90.0
 DEFAULT_MAX_SEGMENT_SECONDS = 120.0
+SEEDS = 2**31  # seeds run 0 to 2**31 - 1: what a 32-bit database column holds
 # Budget = 2x the estimate + 5 s: room for slow, expressive reading, and a hard stop for a runaway model.
 _BUDGET_FACTOR = 2.0
 _BUDGET_SLACK_SECONDS = 5.0
@@ -57,6 +57,11 @@ class Segment:
     @property
     def estimated_seconds(self) -> float:
         return estimate_seconds(" ".join(turn.text for turn in self.turns))
+
+    @property
+    def estimated_frames(self) -> int:
+        """Frames of speech expected (7.5 a second): its share of `Plan.estimated_frames`, for progress and ETAs."""
+        return math.ceil(self.estimated_seconds * FRAMES_PER_SECOND)
 
     @property
     def max_frames(self) -> int:
@@ -96,7 +101,16 @@ class Plan:
     @property
     def estimated_frames(self) -> int:
         """Expected frames of speech across all segments, for progress bars and ETAs."""
-        return sum(math.ceil(segment.estimated_seconds * FRAMES_PER_SECOND) for segment in self.segments)
+        return sum(segment.estimated_frames for segment in self.segments)
+
+
+def segment_seed(seed: int, index: int) -> int:
+    """The seed of a plan's segment `index` when its episode is seeded `seed`: `seed + index`, wrapped below 2**31.
+
+    The one rule for it (a render, a job's segment rows, a regeneration's new seeds all use it), so a segment
+    generated alone (a resumed job, a regenerated turn) comes out as in the full run.
+    """
+    return (seed + index) % SEEDS
 
 
 def estimate_seconds(text: str) -> float:

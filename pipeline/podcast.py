@@ -16,7 +16,7 @@ import torch
 
 from pipeline.engine import Engine
 from pipeline.generation import SAMPLE_RATE, GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
-from pipeline.plan import FRAMES_PER_SECOND, Plan, Segment, Silence
+from pipeline.plan import FRAMES_PER_SECOND, Plan, Segment, Silence, segment_seed
 from pipeline.timeline import TimedTurn
 
 
@@ -66,7 +66,7 @@ def render_podcast(
     requests = [segment_request(segment, voices, settings) for segment in segments]
     results = generate_segments(engine, requests, _progress_reporter(on_progress, plan, requests))
     for segment, result in zip(segments, results, strict=True):
-        check_not_empty(segment, result)
+        check_not_empty(segment, result.frames)
     placed = {
         segment.index: PlacedSegment(result.audio, segment_turn_timings(segment, result.seconds, plan))
         for segment, result in zip(segments, results, strict=True)
@@ -83,17 +83,22 @@ class PlacedSegment:
     turns: tuple[TimedTurn, ...]
 
 
-def segment_request(segment: Segment, voices: Mapping[int, np.ndarray], settings: GenerationSettings) -> SegmentRequest:
-    """The generation for one segment. It is seeded `settings.seed + segment.index`, so a segment generated
-    alone (a resumed job, a regenerated turn) comes out as in the full run."""
+def segment_request(
+    segment: Segment, voices: Mapping[int, np.ndarray], settings: GenerationSettings, *, seed: int | None = None
+) -> SegmentRequest:
+    """The generation for one segment, seeded `seed` when given (a seed stored for this segment), else
+    `segment_seed(settings.seed, segment.index)`."""
     segment_settings = GenerationSettings(
-        cfg_scale=settings.cfg_scale, diffusion_steps=settings.diffusion_steps, seed=settings.seed + segment.index
+        cfg_scale=settings.cfg_scale,
+        diffusion_steps=settings.diffusion_steps,
+        seed=segment_seed(settings.seed, segment.index) if seed is None else seed,
     )
     return SegmentRequest(text=segment.text, voices=voices, max_frames=segment.max_frames, settings=segment_settings)
 
 
-def check_not_empty(segment: Segment, result: SegmentAudio) -> None:
-    if result.frames == 0:
+def check_not_empty(segment: Segment, frames: int) -> None:
+    """`EmptySegmentError` naming the segment and its script line when it came out with no frame."""
+    if frames == 0:
         raise EmptySegmentError(
             f"the model produced no audio for segment {segment.index + 1} (script line {segment.turns[0].line}); "
             "try another seed or the 'turns' mode"

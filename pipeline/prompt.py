@@ -9,11 +9,13 @@ original processor did; the numbers only tie each line of text to its voice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+FRAMES_PER_SECOND = 7.5  # VibeVoice's speech tokenizer: a frame (a prompt token, or a generated one) per 3200 samples
 SYSTEM_PROMPT = (
     " Transform the text provided by various speakers into speech output, "
     "utilizing the distinct voice of each respective speaker.\n"
@@ -49,3 +51,11 @@ def voice_samples_in_prompt_order(segment: SegmentText, voices: Mapping[int, np.
     if missing:
         raise KeyError(f"no voice for speaker index {missing[0]}")
     return [voices[speaker] for speaker in segment.speakers]
+
+
+def estimated_prompt_tokens(segment: SegmentText, voice_seconds: Mapping[int, float], chars_per_token: float) -> int:
+    """About how many tokens the prompt of `segment` takes, without its tokenizer: its text at `chars_per_token`
+    (a tokenizer's rate on English), plus a token per 7.5 Hz frame of each speaker's voice (`voice_seconds`)."""
+    text = build_prompt_text(segment, "", "", "")
+    frames = sum(math.ceil(voice_seconds[speaker] * FRAMES_PER_SECOND) for speaker in segment.speakers)
+    return math.ceil(len(text) / chars_per_token) + frames + 3 * len(segment.speakers) + 1

@@ -31,7 +31,8 @@ Rules for the text formats:
   text; bracket style treats a line starting with ``Word:`` as text.
 * Speakers are numbered in order of first appearance; at most 4 distinct
   speakers. Later tags match names case-insensitively. A speaker's voice key
-  is the number for ``Speaker N`` and the name as first written otherwise.
+  is the number for ``Speaker N`` and the name as first written otherwise
+  (see `find_speaker` for every key that picks a speaker).
 * A line without a tag continues the current turn (joined with one space).
   Blank lines are ignored; only the next tag ends a turn. Non-blank text
   before the first tag is an error, as is a tag that never gets any text.
@@ -43,7 +44,15 @@ Rules for the text formats:
   ``[laughs]``, stay in the text.
 * Text is normalised: curly quotes and primes become ASCII quotes, unusual
   spaces become spaces, runs of whitespace collapse to one space,
-  zero-width and control characters are removed, and any line ending works.
+  zero-width and control characters (C0 but tab and line endings, DEL, C1)
+  are dropped without a word, and any line ending works. They carry no speech,
+  and dropping them here keeps them out of everything downstream: the
+  model's prompt, transcripts, and messages stored in the database (whose
+  PostgreSQL text columns refuse NUL).
+* A script to generate must give every turn something to say aloud
+  (`check_speakable`): a turn of only emoji, punctuation or symbols is
+  refused at its line. `parse_script` itself accepts such turns, since
+  callers also parse stand-in text such as "Name: -" to read a label.
 
 Every regular expression here either has a bounded length or no two
 quantifiers competing for the same characters, so parsing stays linear even
@@ -57,6 +66,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from pipeline.speech_text import has_words_to_say
 
 MAX_SPEAKERS = 4
 MAX_SCRIPT_CHARS = 200_000  # roughly twice a 90-minute script
@@ -142,6 +153,21 @@ def parse_script(text: str) -> Script:
     return _parse_lines(source)
 
 
+def check_speakable(script: Script) -> None:
+    """Raise ScriptError at the first turn that gives its voice nothing to say aloud (see `nothing_to_say`).
+
+    Everything that generates a script checks this after parsing: VibeVoice, given only emoji or punctuation,
+    makes up sound rather than saying nothing.
+    """
+    for turn in script.turns:
+        if (problem := nothing_to_say(turn.text)) is not None:
+            raise ScriptError(
+                f"{script.speakers[turn.speaker].name}'s turn {problem}; write the words to speak, "
+                "or remove the turn (use a pause for silence)",
+                turn.line,
+            )
+
+
 # --- text normalisation -------------------------------------------------------
 
 _CLEAN_TABLE = str.maketrans(
@@ -163,6 +189,25 @@ def _clean(text: str) -> str:
 def _excerpt(text: str, limit: int = 40) -> str:
     """Shorten user text quoted in an error so a hostile input cannot flood the message."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def nothing_to_say(text: str) -> str | None:
+    """None when `text` gives a voice something to say; otherwise why not, as the rest of a sentence.
+
+    Speakable means at least one Unicode letter or number (`str.isalnum`) once control characters are dropped
+    and `normalize_for_speech` has spelled out what it reads ("%" is "percent", "$5" "five dollars"; see
+    `has_words_to_say`). Emoji, punctuation and other symbols alone give VibeVoice nothing to read, so it
+    would make up sound. The answer reads "has nothing to say aloud: '🎉🎉' is only emoji, symbols or
+    punctuation (no letter or number)", for a caller to put after its subject ("Alice's turn", "input").
+    """
+    cleaned = _clean(text)
+    if not cleaned:
+        return "has nothing to say aloud: only spaces or control characters"
+    if has_words_to_say(cleaned):
+        return None
+    return (
+        f"has nothing to say aloud: {_excerpt(cleaned)!r} is only emoji, symbols or punctuation (no letter or number)"
+    )
 
 
 # --- speakers -------------------------------------------------------------------
@@ -547,13 +592,113 @@ def _line_numbers(source: str, offsets: list[int]) -> list[int]:
     return lines
 
 
+# --- voice keys -----------------------------------------------------------------------
+
+_KeyMeaning = Literal["number", "name", "order"]
+
+
 def find_speaker(speakers: Sequence[Speaker], key: str) -> int | None:
-    """The index of the speaker a user means by `key`: its key or name (any case, spaces normalised),
-    or its number in order of appearance (1-based); None when no speaker fits."""
-    folded = " ".join(key.split()).casefold()
+    """The index of the speaker a user means by the voice key `key`, or None when no speaker fits.
+
+    A key picks a speaker by its name (any case, spaces normalised; "Speaker 07" is "Speaker 7"), or by a
+    number: the N of "Speaker N" as the script writes it. Only in a script without numbered speakers does a
+    number count speakers in order of first appearance, from 1: where the script numbers its speakers,
+    "1" always means Speaker 1, never the first speaker (which may be Speaker 0).
+    """
+    found = _match_speaker(speakers, key)
+    return None if found is None else found[0]
+
+
+def unknown_speaker_message(speakers: Sequence[Speaker], key: str) -> str:
+    """Why no speaker answers to voice key `key`, the keys that do, and how a number picks a speaker."""
+    folded = _folded_key(key)
+    number = _key_number(folded)
+    numbered = _numbers_speakers(speakers)
+    if number is not None and numbered:
+        missing = f"Speaker {number}"
+    elif _NUMBERED.fullmatch(folded):
+        missing = folded.capitalize()  # "Speaker 5"
+    else:
+        missing = f"speaker {_excerpt(key)!r}"
+    keys = _quoted_list([speaker.key for speaker in speakers])
+    if numbered:
+        message = (
+            f"the script has no {missing}; its speakers are {_names(speakers)} (voice keys {keys}, or their names)"
+        )
+        if number is not None:
+            message += '; voice key N means "Speaker N" as written in the script, not the Nth speaker'
+        return message
+    order = _quoted_list([str(position) for position in range(1, len(speakers) + 1)])
+    return (
+        f"the script has no {missing}; its speakers are {_names(speakers)} "
+        f"(voice keys {keys}, or {order} in order of first appearance)"
+    )
+
+
+def same_speaker_message(speakers: Sequence[Speaker], first_key: str, second_key: str) -> str:
+    """Why two voice keys (each known to pick a speaker) pick the same one, for refusing the second voice."""
+    first, second = _match_speaker(speakers, first_key), _match_speaker(speakers, second_key)
+    assert first is not None and second is not None and first[0] == second[0], "only for keys of one speaker"
+    speaker = speakers[first[0]].name
+    if first_key == second_key:
+        return f'{speaker} is given two voices under "{second_key}"; give each speaker one voice'
+    if first[1] == second[1]:
+        why = _SAME_MEANING[first[1]]
+    else:
+        why = f'"{first_key}" is its {_MEANINGS[first[1]]}, "{second_key}" its {_MEANINGS[second[1]]}'
+    return f'"{first_key}" and "{second_key}" are the same speaker, {speaker} ({why}); give each speaker one voice'
+
+
+_MEANINGS: dict[_KeyMeaning, str] = {"number": "number", "name": "name", "order": "place in order of first appearance"}
+_SAME_MEANING: dict[_KeyMeaning, str] = {
+    "number": "leading zeros do not change a number",
+    "name": "names match whatever their case or spacing",
+    "order": "leading zeros do not change a number",
+}
+
+
+def _match_speaker(speakers: Sequence[Speaker], key: str) -> tuple[int, _KeyMeaning] | None:
+    """The index of the speaker `key` picks and what the key is to it (see `find_speaker`)."""
+    folded = _folded_key(key)
+    number = _key_number(folded)
     for index, speaker in enumerate(speakers):
-        if folded in (speaker.key.casefold(), speaker.name.casefold()):
-            return index
-    if folded.isdigit() and 1 <= int(folded) <= len(speakers):
-        return int(folded) - 1
+        if number is not None and speaker.key == number:
+            return index, "number"
+        if folded == speaker.name.casefold():
+            return index, "name"
+    if number is not None and not _numbers_speakers(speakers) and 1 <= int(number) <= len(speakers):
+        return int(number) - 1, "order"
     return None
+
+
+def _folded_key(key: str) -> str:
+    """A voice key with its spaces normalised and its case folded; "speaker 07" becomes "speaker 7"."""
+    folded = " ".join(key.split()).casefold()
+    if numbered := _NUMBERED.fullmatch(folded):
+        return f"speaker {numbered['number'].lstrip('0') or '0'}"
+    return folded
+
+
+def _key_number(folded: str) -> str | None:
+    """The number a bare-digits key stands for, without leading zeros; None for any other key."""
+    if folded.isascii() and folded.isdigit():
+        return folded.lstrip("0") or "0"
+    return None
+
+
+def _numbers_speakers(speakers: Sequence[Speaker]) -> bool:
+    """Whether the script has a `Speaker N`, whose key is its number."""
+    return any(speaker.key.isdigit() for speaker in speakers)
+
+
+def _names(speakers: Sequence[Speaker]) -> str:
+    return _and_list([speaker.name for speaker in speakers])
+
+
+def _quoted_list(keys: Sequence[str]) -> str:
+    return _and_list([f'"{key}"' for key in keys])
+
+
+def _and_list(items: Sequence[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

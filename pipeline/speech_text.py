@@ -62,6 +62,16 @@ def normalize_for_speech(text: str) -> str:
     return _tidy_whitespace(text)
 
 
+def has_words_to_say(text: str) -> bool:
+    """Whether `normalize_for_speech(text)` holds a letter or a number (`str.isalnum`): something to say aloud.
+
+    Answered in one pass without normalising, so checking every turn of a script stays cheap: the passes only
+    replace what they read with words, so a letter or number never vanishes, and text without one can gain
+    words only from the symbol pass, which reads each of its symbols ("%", "$", "#", ...) as a word.
+    """
+    return any(char.isalnum() or char in _SYMBOL_CHARS for char in text)
+
+
 # --- number words ---------------------------------------------------------------------
 
 

@@ -33,8 +33,83 @@ from pipeline.checkpoint_layout import original_config_from_hf, to_original_stat
 Layout = Literal["hf", "original"]
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
-VOCAB_SIZE = 384
+VOCAB_SIZE = 3072
+CONTEXT = 65_536  # VibeVoice-1.5B's `max_position_embeddings`
 SPEAKING_OFFSET = 8.0
+
+# What the tiny tokenizer learns from besides the prompt's own words: about 1,200 common English words, so it
+# spends about one token per 2.7 characters of a script (Qwen2's reads about 4): a script takes roughly the
+# share of the context on the tiny model that it takes on the real one, and long-form limits show at tiny sizes.
+_COMMON_WORDS = """
+the of and to a in is it you that he was for on are with as I his they be at one have this from or had by not word
+but what some we can out other were all there when up use your how said an each she which do their time if will way
+about many then them write would like so these her long make thing see him two has look more day could go come did
+number sound no most people my over know water than call first who may down side been now find any new work part
+take get place made live where after back little only round man year came show every good me give our under name
+very through just form sentence great think say help low line differ turn cause much mean before move right boy old
+too same tell does set three want air well also play small end put home read hand port large spell add even land
+here must big high such follow act why ask men change went light kind off need house picture try us again animal
+point mother world near build self earth father head stand own page should country found answer school grow study
+still learn plant cover food sun four between state keep eye never last let thought city tree cross farm hard start
+might story saw far sea draw left late run don't while press close night real life few north open seem together next
+white children begin got walk example ease paper group always music those both mark often letter until mile river
+car feet care second book carry took science eat room friend began idea fish mountain stop once base hear horse cut
+sure watch color face wood main enough plain girl usual young ready above ever red list though feel talk bird soon
+body dog family direct pose leave song measure door product black short numeral class wind question happen complete
+ship area half rock order fire south problem piece told knew pass since top whole king space heard best hour better
+true during hundred five remember step early hold west ground interest reach fast verb sing listen six table travel
+less morning ten simple several vowel toward war lay against pattern slow center love person money serve appear road
+map rain rule govern pull cold notice voice unit power town fine certain fly fall lead cry dark machine note wait
+plan figure star box noun field rest correct able pound done beauty drive stood contain front teach week final gave
+green oh quick develop ocean warm free minute strong special mind behind clear tail produce fact street inch
+multiply nothing course stay wheel full force blue object decide surface deep moon island foot system busy test
+record boat common gold possible plane stead dry wonder laugh thousand ago ran check game shape equate hot miss
+brought heat snow tire bring yes distant fill east paint language among welcome podcast episode today technology
+news guest host thanks thank joining glad really interesting actually absolutely going okay yeah listeners audience
+month million billion percent dollars euros pounds twenty thirty forty fifty sixty seventy eighty ninety zero seven
+eight nine eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen third fourth fifth january
+february march april june july august september october november december monday tuesday wednesday thursday friday
+saturday sunday research company companies market launch release model models data artificial intelligence computer
+software hardware internet online digital phone apps app users user privacy security government policy economy
+economic climate energy health medical doctor scientists studies because however although therefore basically
+literally probably definitely certainly exactly maybe perhaps quite rather pretty something anything everything
+someone anyone everyone somebody important different difference without within around another whether whose whom
+they're we're you're it's that's let's i'm i've i'd you've we've can't won't didn't doesn't isn't aren't wasn't
+weren't couldn't shouldn't wouldn't haven't hasn't least already yet speaker speakers speech voices audio sounds
+songs listening talking conversation discussion interview segment break coming previous later earlier evening
+tonight tomorrow yesterday minutes hours seconds moment moments points issue issues problems solution solutions
+examples experience experiences community communities history future present past countries cities human humans
+lives friends team teams games accept according account across action activity address administration admit adult
+affect age agency agent agree agreement ahead allow almost alone along american amount analysis apply approach argue
+arm arrive article artist assume attack attention attorney available avoid away baby bad bag ball bank bar beat
+beautiful become bed behavior believe benefit beyond bill bit blood board born budget building business buy camera
+campaign cancer candidate capital card career case catch central century chair challenge chance character charge
+choice choose church citizen civil claim clearly coach collection college commercial compare concern condition
+conference congress consider consumer continue control cost couple court create crime cultural culture cup current
+customer danger daughter dead deal death debate decade decision defense degree democrat democratic describe design
+despite detail determine development die diet difficult dinner director discover discuss disease dream drop drug
+edge education effect effort either election else employee enjoy enter entire environment environmental especially
+establish event everybody evidence executive exist expect expert explain factor fail fear federal feeling fight film
+finally financial finger finish firm floor focus foreign forget former forward fund garden gas general generation
+glass goal growth guess gun guy hair hang happy heart heavy herself himself hit hope hospital hotel huge husband
+identify image imagine impact improve include including increase indeed indicate individual industry information
+inside instead institution international investment involve itself job join key kid kill kitchen knowledge lawyer
+leader legal level lie likely local loss lot majority manage management manager marriage material matter media meet
+meeting member memory mention message method middle military mission modern movement movie myself national natural
+nature nearly necessary network newspaper nice none nor occur offer office officer official oil operation
+opportunity option organization others outside owner painting parent particular particularly partner party patient
+pay peace perform performance period physical pick pressure price private process production professional professor
+program project property protect prove provide public purpose quality quickly race radio raise range rate reality
+realize reason receive recent recently recognize reduce reflect region relate relationship religious remain remove
+report represent republican require resource respond response responsibility result return reveal rich rise risk
+role save scene score season seat section seek sell send senior sense series serious service sex shake share shoot
+shot shoulder significant similar simply sister site situation size skill social society soldier sometimes son sort
+source speak specific spend sport staff stage standard statement station stock strategy structure student stuff
+style subject success successful suddenly suffer suggest summer support suppose task tax teacher television tend
+term theory thus total tough trade traditional training treat treatment trial trip trouble truth type understand
+upon value various victim view violence visit wall wear weapon weight whatever wide wife win window wish woman
+worker worry writer wrong yourself
+"""
 
 _TRAINING_TEXT = """
 Transform the text provided by various speakers into speech output, utilizing the distinct voice of each
@@ -62,7 +137,7 @@ def tiny_config() -> VibeVoiceConfig:
             "num_hidden_layers": 2,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
-            "max_position_embeddings": 8192,
+            "max_position_embeddings": CONTEXT,
             "tie_word_embeddings": False,
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
         },
@@ -87,12 +162,15 @@ def train_tiny_tokenizer() -> PreTrainedTokenizerFast:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_TRAINING_TEXT.split("\n"), trainer=trainer)
+    words = _COMMON_WORDS.split()
+    phrases = [" ".join(words[start : start + 12]) for start in range(0, len(words), 12)]
+    sentences = [" ".join(words[start : start + 9]).capitalize() + "." for start in range(0, len(words), 9)]
+    tokenizer.train_from_iterator([*_TRAINING_TEXT.split("\n"), *phrases, *sentences], trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
-        model_max_length=8192,
+        model_max_length=CONTEXT,
     )
 
 

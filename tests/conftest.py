@@ -128,8 +128,9 @@ class ServiceStack:
             "--port", str(port),
         ]  # fmt: skip
 
-    def start_worker(self, concurrency: int = 2):  # type: ignore[no-untyped-def]
-        """A worker process (`concurrency` task threads); returns once it has loaded its model and is consuming."""
+    def start_worker(self, max_jobs: int | None = None):  # type: ignore[no-untyped-def]
+        """A worker process running up to `max_jobs` jobs at once (default: the stack's `worker_max_jobs`); returns
+        once it has loaded its model and is consuming."""
         import subprocess
         import time
 
@@ -139,7 +140,7 @@ class ServiceStack:
         log_path = self.root / f"worker-{number}.log"
         log = log_path.open("ab")
         worker = subprocess.Popen(
-            worker_command(self.settings, concurrency), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+            worker_command(self.settings, max_jobs), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
         )
         self.workers.append(worker)
         deadline = time.monotonic() + 120

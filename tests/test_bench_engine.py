@@ -42,6 +42,7 @@ def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None
         "VOXCAST_BENCH_ABLATION": "1",
         "VOXCAST_BENCH_AUDIO_SECONDS": "0.5,1",
         "VOXCAST_BENCH_DIFFUSION_STEPS": "2",
+        "VOXCAST_BENCH_LONGFORM": "1500 20 2",
     }
     result = subprocess.run(
         ["bash", "bench/gpu.sh", str(tmp_path)],
@@ -56,6 +57,7 @@ def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None
         "offline-c1",
         "offline-c2",
         "streaming-c2",
+        "longform",
         "engine-c1-no-overlap",
         "engine-c1-no-graphs",
         "engine-c1-eager",
@@ -65,3 +67,7 @@ def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None
     assert table[0].startswith("| run | requests | policy | path | RTF |")
     assert sum(line.startswith("| offline-c1 | 1 | offline |") for line in table) == 2  # hf_sequential, engine
     assert "# done in" in (tmp_path / "gpu.log").read_text()
+    (memory,) = [line for line in table if line.startswith("longform: K/V pool")]
+    assert "the slot design would reserve" in memory and "short requests' TTFA" in memory
+    longform = json.loads((tmp_path / "longform.json").read_text())
+    assert 0 < longform["engine_memory"]["paged_peak_bytes"] < longform["engine_memory"]["slot_design_bytes"]

@@ -112,6 +112,23 @@ def script_error_on_line_3(ws: Workspace) -> Case:
     )
 
 
+def turn_with_nothing_to_say(ws: Workspace) -> Case:
+    script = ws.script("Speaker 1: Hello.\nSpeaker 2: \U0001f389\U0001f389\nSpeaker 1: Well?\n")
+    return Case(
+        ws.generate(script),
+        [
+            f"{script} line 2: Speaker 2's turn has nothing to say aloud: '\U0001f389\U0001f389' is only emoji, "
+            "symbols or punctuation (no letter or number); write the words to speak, or remove the turn",
+        ],
+    )
+
+
+def turn_of_only_control_characters(ws: Workspace) -> Case:
+    # Control characters are dropped as the script is read, so a turn of nothing else has no text.
+    script = ws.script("Speaker 1: Hello.\nSpeaker 2: \x00\x07\x1b\x9b\n")
+    return Case(ws.generate(script), [str(script), "line 2", "'Speaker 2:' has no text"])
+
+
 def five_speakers(ws: Workspace) -> Case:
     script = ws.script("".join(f"Speaker {n}: Line from speaker {n}.\n" for n in range(1, 6)))
     return Case(ws.generate(script), [str(script), "line 5", "Speaker 5", "at most 4 speakers"])
@@ -147,6 +164,31 @@ def voice_for_unknown_speaker(ws: Workspace) -> Case:
     voices = (f"Alice={ws.voice('alice.wav')}", f"Carol={ws.voice('carol.wav')}")
     return Case(
         ws.generate(script, voices=voices), ["--voice Carol=", "no speaker 'Carol'", "its speakers are", "Alice", "Bob"]
+    )
+
+
+def voices_counted_from_one_for_speakers_from_zero(ws: Workspace) -> Case:
+    script = ws.script("Speaker 0: Welcome.\nSpeaker 1: Thanks.\n")
+    voices = (f"1={ws.voice('alice.wav')}", f"2={ws.voice('bob.wav')}")
+    return Case(
+        ws.generate(script, voices=voices),
+        [
+            '--voice 2=...: the script has no Speaker 2; its speakers are Speaker 0 and Speaker 1 (voice keys "0" '
+            'and "1", or their names); voice key N means "Speaker N" as written in the script, not the Nth speaker'
+        ],
+        unexpected=["already has a voice"],
+    )
+
+
+def two_voices_for_one_speaker(ws: Workspace) -> Case:
+    second = ws.voice("second.wav")
+    voices = (f"1={ws.voice('alice.wav')}", f"Speaker 1={second}", f"2={ws.voice('bob.wav')}")
+    return Case(
+        ws.generate(ws.script(TWO_SPEAKERS), voices=voices),
+        [
+            f'--voice Speaker 1={second}: "1" and "Speaker 1" are the same speaker, Speaker 1 '
+            '("1" is its number, "Speaker 1" its name); give each speaker one voice'
+        ],
     )
 
 
@@ -202,12 +244,16 @@ CASES: dict[str, Callable[[Workspace], Case]] = {
         script_is_a_directory,
         script_not_utf8,
         script_error_on_line_3,
+        turn_with_nothing_to_say,
+        turn_of_only_control_characters,
         five_speakers,
         unsupported_output_extension,
         cfg_scale_out_of_range,
         diffusion_steps_out_of_range,
         missing_voice,
         voice_for_unknown_speaker,
+        voices_counted_from_one_for_speakers_from_zero,
+        two_voices_for_one_speaker,
         voice_not_audio,
         voice_too_short,
         script_beyond_episode_limit,

@@ -9,20 +9,26 @@ once or one step late.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from transformers.generation import LogitsProcessor, LogitsProcessorList
 
-from pipeline.engine import Engine, EngineConfig, EventKind
-from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, submit_segment
+from pipeline.engine import Engine, EngineConfig, EventKind, GenerationRequest
+from pipeline.engine.runner import ModelRunner, RunnerConfig
+from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, prompt_inputs, submit_segment
 from pipeline.model_loading import LoadedModel, load_model
 from pipeline.prompt import SegmentText
 from pipeline.reference import reference_generate_segment
 from tests.synthetic_audio import voice_like
 
+# Small blocks, so requests hold many and grow through them as they go.
+PAGED = {"block_size": 4, "kv_blocks": 4096}
 AUDIO_TOLERANCE = 1e-4
 LATENT_TOLERANCE = 1e-5
 
@@ -119,8 +125,8 @@ def assert_same(engine_result: SegmentAudio, reference: SegmentAudio) -> None:
 def test_engine_matches_generate_alone(
     tiny: LoadedModel, step_kind: dict, policy: str, prefill_chunk: int, arrivals: list
 ) -> None:
-    config = EngineConfig(slots=4, max_context=1024, policy=policy, prefill_chunk=prefill_chunk, **step_kind)
-    results = run_in_engine(Engine(tiny, config), arrivals)
+    config = EngineConfig(slots=4, policy=policy, prefill_chunk=prefill_chunk, **PAGED, **step_kind)
+    results = run_in_engine(Engine.for_model(tiny, config), arrivals)
     for (_, request), result in zip(arrivals, results, strict=True):
         assert_same(result, reference(tiny, request))
 
@@ -129,14 +135,14 @@ WAITING = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]
 
 
 def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel, step_kind: dict) -> None:
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=64, **step_kind))
+    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=64, **step_kind))
     results = run_in_engine(engine, WAITING)
     for (_, request), result in zip(WAITING, results, strict=True):
         assert_same(result, reference(tiny, request))
 
 
 def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, step_kind: dict) -> None:
-    engine = Engine(tiny, EngineConfig(slots=4, max_context=1024, **step_kind))
+    engine = Engine.for_model(tiny, EngineConfig(slots=4, **step_kind))
     keep, drop = submit_segment(engine, segment(0, 10, 1)), submit_segment(engine, segment(1, 40, 2))
     for _ in range(4):
         engine.step()
@@ -148,19 +154,28 @@ def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, step_
     kept = [e for e in keep.events(timeout=1) if e.kind is EventKind.AUDIO]
     reference = reference_generate_segment(tiny, segment(0, 10, 1))
     np.testing.assert_allclose(np.concatenate([e.audio for e in kept]), reference.audio, atol=AUDIO_TOLERANCE)
-    assert engine.idle and sorted(engine.free_slots) == [0, 1, 2, 3]
+    assert engine.idle and sorted(engine.free_rows) == [0, 1, 2, 3] and engine.pool.in_use == 0
 
 
-def test_request_beyond_the_context_fails_alone(tiny: LoadedModel) -> None:
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=64))
-    handle = submit_segment(engine, segment(1, 200, 1))
-    events = list(handle.events(timeout=1))
-    assert events[-1].kind is EventKind.FAILED
-    assert "exceed the engine's context of 64 tokens" in events[-1].reason
+def test_a_request_beyond_the_models_context_or_the_pool_fails_at_once(tiny: LoadedModel) -> None:
+    engine = Engine.for_model(tiny, EngineConfig(slots=2, block_size=4, kv_blocks=64))
+    prompt = prompt_inputs(tiny, SegmentText(TEXTS[2]), VOICES)
+    context = tiny.model.config.text_config.max_position_embeddings
+    too_long = engine.submit(GenerationRequest(prompt, max_new_tokens=context))
+    (event,) = too_long.events(timeout=1)
+    assert event.kind is EventKind.FAILED
+    assert event.reason == (
+        f"the prompt ({prompt.length} tokens) plus up to {context} new tokens exceed the model's context of "
+        f"{context} tokens"
+    )
+    too_big = engine.submit(GenerationRequest(prompt, max_new_tokens=200))
+    (event,) = too_big.events(timeout=1)
+    assert event.kind is EventKind.FAILED and event.reason.endswith("the pool holds 63; raise VOXCAST_ENGINE_KV_MEMORY")
+    assert engine.idle  # neither was queued
 
 
 def test_events_come_in_order(tiny: LoadedModel) -> None:
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024))
+    engine = Engine.for_model(tiny, EngineConfig(slots=2))
     handle = submit_segment(engine, segment(2, 3, 1))
     engine.run_until_idle()
     kinds = [event.kind for event in handle.events(timeout=1)]
@@ -177,7 +192,7 @@ def test_a_resumed_request_carries_on_as_if_never_interrupted(
     """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
     expected = reference(tiny, RESUMED)
     resumed = dataclasses.replace(RESUMED, resume_latents=expected.latents[:stored_frames].clone())
-    engine = Engine(tiny, EngineConfig(slots=2, max_context=1024, prefill_chunk=32, **step_kind))
+    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=32, **step_kind))
     (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
     torch.testing.assert_close(result.latents[:stored_frames], expected.latents[:stored_frames])
     assert_same(result, expected)
@@ -186,10 +201,125 @@ def test_a_resumed_request_carries_on_as_if_never_interrupted(
 def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel) -> None:
     reference = reference_generate_segment(tiny, segment(2, 4, seed=5))
     resumed = dataclasses.replace(segment(2, 4, seed=5), resume_latents=reference.latents)
-    engine = Engine(tiny, EngineConfig(slots=1, max_context=1024))
+    engine = Engine.for_model(tiny, EngineConfig(slots=1))
     handle = submit_segment(engine, resumed)
     engine.run_until_idle()
     events = list(handle.events(timeout=1))
     assert events[-1].kind is EventKind.FINISHED and events[-1].frames == 4
     audio = np.concatenate([e.audio for e in events if e.kind is EventKind.AUDIO])
     np.testing.assert_allclose(audio, reference.audio, atol=AUDIO_TOLERANCE)
+
+
+# --- paging: more requests than the pool holds, replayed exactly after each preemption ---------------------------
+
+CROWD = [(0, segment(1, 14, 31)), (0, segment(3, 12, 32)), (1, segment(0, 16, 33)), (2, segment(2, 10, 34))]
+
+
+def test_more_requests_than_memory_are_preempted_and_replayed_exactly(tiny: LoadedModel, step_kind: dict) -> None:
+    """A pool that holds two of these at a time: the engine preempts, replays, and every request ends as if alone."""
+    config = EngineConfig(slots=4, prefill_chunk=64, block_size=4, kv_blocks=115, **step_kind)
+    engine = Engine.for_model(tiny, config)
+    results = run_in_engine(engine, CROWD)
+    assert engine.preemptions > 0
+    for (_, request), result in zip(CROWD, results, strict=True):
+        assert_same(result, reference(tiny, request))
+    assert engine.pool.in_use == 0
+
+
+# --- a speech restart: speech end and start mid-generation, forced in both implementations ------------------------
+
+RESTART_SCHEDULE = ["frame"] * 3 + ["speech_end", "speech_start"] + ["frame"] * 4 + ["speech_start"] + ["frame"] * 3
+
+
+def schedule_ids(config) -> list[int]:  # type: ignore[no-untyped-def]
+    names = {
+        "frame": config.audio_token_id,
+        "speech_end": config.audio_eos_token_id,
+        "speech_start": config.audio_bos_token_id,
+    }
+    return [names[name] for name in RESTART_SCHEDULE] + [config.eos_token_id]
+
+
+class ForcedTokens(LogitsProcessor):
+    """Makes `generate()` choose the scheduled token at every step (the prompt is `prompt_length` long)."""
+
+    def __init__(self, schedule: list[int], prompt_length: int) -> None:
+        self.schedule = schedule
+        self.prompt_length = prompt_length
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        forced = torch.full_like(scores, -math.inf)
+        forced[:, self.schedule[input_ids.shape[1] - self.prompt_length]] = 0.0
+        return forced
+
+
+class ForcedTokensRunner(ModelRunner):
+    """The engine's eager step choosing the scheduled token at every step of every request."""
+
+    def __init__(self, *args, schedule: list[int], **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.schedule = schedule
+        self.chosen: dict[int, int] = {}
+
+    def choose_tokens(self, chosen):  # type: ignore[no-untyped-def]
+        tokens = []
+        for row in chosen:
+            step = self.chosen.get(row.request_id, 0)
+            self.chosen[row.request_id] = step + 1
+            tokens.append(self.schedule[step])
+        return tokens
+
+
+@pytest.mark.parametrize("kv_blocks", [4096, 104], ids=["roomy", "preempting"])
+def test_a_speech_restart_mid_generation_matches_generate(tiny: LoadedModel, kv_blocks: int) -> None:
+    """After a speech start the negative branch sees only its first entry and what follows, as in the original.
+
+    The tiny model never chooses these tokens itself, so both implementations are made to follow one schedule
+    (the eager step only: the fixed-shape step chooses on the device). With a small pool the request is also
+    preempted and replayed across the restarts.
+    """
+    schedule = schedule_ids(tiny.model.config)
+    requests = [segment(0, len(schedule), 41), segment(1, len(schedule), 42)]
+    expected = []
+    for request in requests:
+        prompt = prompt_inputs(tiny, request.text, request.voices)
+        with generate_forced(tiny, ForcedTokens(schedule, prompt.length)):
+            expected.append(reference_generate_segment(tiny, request))
+    assert all(result.frames == RESTART_SCHEDULE.count("frame") for result in expected)
+    config = EngineConfig(slots=2, prefill_chunk=64, block_size=4, kv_blocks=kv_blocks, fixed_shapes=False)
+    runner = ForcedTokensRunner(
+        tiny, RunnerConfig(rows=2, block_size=4, kv_blocks=kv_blocks, fixed_shapes=False), schedule=schedule
+    )
+    engine = Engine(runner, config, tiny)
+    results = run_in_engine(engine, [(0, requests[0]), (2, requests[1])])
+    assert (engine.preemptions > 0) == (kv_blocks < 4096)
+    for result, reference_result in zip(results, expected, strict=True):
+        assert_same(result, reference_result)
+
+
+@contextlib.contextmanager
+def generate_forced(tiny: LoadedModel, processor: LogitsProcessor):  # type: ignore[no-untyped-def]
+    """`generate()` with `processor` after its own logits processors."""
+    model = tiny.model
+    get_processors = model._get_logits_processor
+
+    def with_forcing(*args, **kwargs) -> LogitsProcessorList:  # type: ignore[no-untyped-def]
+        return LogitsProcessorList([*get_processors(*args, **kwargs), processor])
+
+    model._get_logits_processor = with_forcing
+    try:
+        yield
+    finally:
+        vars(model).pop("_get_logits_processor", None)  # the reference path removes its own wrapper, and ours with it
+
+
+def test_a_generation_longer_than_the_old_slots_matches_generate(tiny: LoadedModel) -> None:
+    """Past 8,192 tokens (what the fixed slots held): a long script's prompt, prefilled in chunks, then frames."""
+    line = "Every line of this long script adds a few more words for the show to say, and then some more."
+    text = SegmentText(tuple((i % 3, line) for i in range(300)))
+    request = SegmentRequest(text, VOICES, 24, GenerationSettings(seed=51, diffusion_steps=3))
+    prompt = prompt_inputs(tiny, text, VOICES).length
+    assert prompt + request.max_frames > 8192
+    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=1024, block_size=16))
+    (result,) = run_in_engine(engine, [(0, request)])
+    assert_same(result, reference(tiny, request))

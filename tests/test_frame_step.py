@@ -20,7 +20,7 @@ from pipeline.engine.frame_step import (
     key_length_bucket,
     key_length_buckets,
 )
-from pipeline.generation import GenerationSettings, SegmentRequest, prompt_token_count, submit_segment
+from pipeline.generation import GenerationSettings, SegmentRequest, submit_segment
 from pipeline.model_loading import load_model
 from pipeline.prompt import SegmentText
 from tests.synthetic_audio import voice_like
@@ -55,8 +55,8 @@ def test_warm_up_covers_exactly_the_key_buckets_steps_can_take(columns: int) -> 
     assert key_length_buckets(100, columns) == [b for b in taken if b <= key_length_bucket(min(100, columns), columns)]
 
 
-def test_keys_beyond_the_cache_are_refused() -> None:
-    with pytest.raises(ValueError, match="1026 keys exceed the cache's 1025 columns"):
+def test_keys_beyond_the_tables_are_refused() -> None:
+    with pytest.raises(ValueError, match="1026 keys exceed the block table's 1025 positions"):
         key_length_bucket(1026, columns=1025)
 
 
@@ -87,18 +87,18 @@ def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -
     """
     tiny = load_model(str(tiny_hf_checkpoint), device="cpu")
     requests = _requests()
-    config = EngineConfig(slots=4, max_context=512, fixed_shapes=True, overlap=False)
-    undisturbed = _latents(Engine(tiny, config), requests)
+    config = EngineConfig(slots=4, block_size=4, kv_blocks=1024, fixed_shapes=True, overlap=False)
+    undisturbed = _latents(Engine.for_model(tiny, config), requests)
 
-    engine = Engine(tiny, config)
+    engine = Engine.for_model(tiny, config)
     handles = [submit_segment(engine, request) for request in requests]
     for _ in range(6):
         engine.step()
     fixed = engine.runner.fixed
-    with torch.inference_mode(), fixed.inputs.no_row_decoding():
+    with torch.inference_mode(), fixed.inputs.no_row_decoding(fixed.block_size):
         for rows in fixed.buckets:
-            for key_length in (64, 128, 513):
-                fixed.step(FrameStepKey(rows, key_length, diffusion_steps=10))
+            for positive, negative in ((64, 64), (128, 64), (512, 256)):
+                fixed.step(FrameStepKey(rows, positive, negative, diffusion_steps=10))
     engine.run_until_idle()
     for handle, expected in zip(handles, undisturbed, strict=True):
         latents = torch.stack([e.latent for e in handle.events(timeout=1) if e.kind is EventKind.AUDIO])
@@ -109,21 +109,19 @@ def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -
 def test_cuda_graph_replays_match_the_eager_step(tiny_hf_checkpoint: Path) -> None:
     tiny = load_model(str(tiny_hf_checkpoint), device="cuda", dtype="float32")
     requests = _requests()
-    eager = _latents(
-        Engine(tiny, EngineConfig(slots=4, max_context=512, fixed_shapes=True, cuda_graphs=False)), requests
-    )
-    engine = Engine(tiny, EngineConfig(slots=4, max_context=512, fixed_shapes=True, cuda_graphs=True))
-    assert engine.warm_up() > 0
+    eager = _latents(Engine.for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=False)), requests)
+    engine = Engine.for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=True))
+    assert engine.warm_up(max_keys=512) > 0
     graphed = _latents(engine, requests)
     assert engine.runner.fixed.captured.enabled, "a capture failed and the step fell back to eager"
     for got, expected in zip(graphed, eager, strict=True):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-4, rtol=0)
 
 
-def test_a_request_that_fills_its_context_ends_cleanly_while_another_goes_on(tiny_hf_checkpoint: Path) -> None:
-    """With overlap a request is launched once more after its last token, filling its context to the last
-    column; the slot it leaves stays in the batch's rows, writing into the spare column, and must not
-    disturb the request still running."""
+def test_a_request_that_fills_its_blocks_ends_cleanly_while_another_goes_on(tiny_hf_checkpoint: Path) -> None:
+    """With overlap a request is launched once more after its last token, writing one entry past what it holds;
+    the row it leaves stays in the batch's rows, writing into the null block, and must not disturb the request
+    still running (nor the one that takes the blocks it gave back)."""
     tiny = load_model(str(tiny_hf_checkpoint), device="cpu")
     two_voices = {0: voice_like(6.5, 24_000, seed=0), 1: voice_like(5.0, 24_000, seed=1)}
     text = SegmentText(((0, "A much longer line of text, which goes on for a while."), (1, "And a reply to it.")))
@@ -131,9 +129,13 @@ def test_a_request_that_fills_its_context_ends_cleanly_while_another_goes_on(tin
     longer = SegmentRequest(
         SegmentText(((0, "Hi."),)), {0: voice_like(3.0, 24_000, seed=2)}, 40, GenerationSettings(seed=4)
     )
-    context = prompt_token_count(tiny, full.text, full.voices) + full.max_frames
-    assert prompt_token_count(tiny, longer.text, longer.voices) + longer.max_frames < context
-    expected = _latents(Engine(tiny, EngineConfig(slots=2, max_context=context, fixed_shapes=False)), [full, longer])
-    overlapped = EngineConfig(slots=2, max_context=context, fixed_shapes=True, overlap=True)
-    for got, reference in zip(_latents(Engine(tiny, overlapped), [full, longer]), expected, strict=True):
-        torch.testing.assert_close(got, reference, atol=1e-5, rtol=0)
+    third = SegmentRequest(SegmentText(((1, "Then a third."),)), two_voices, 12, GenerationSettings(seed=5))
+    # Blocks of one token: every entry of every request lands in a block of its own.
+    paged = {"block_size": 1, "kv_blocks": 4096}
+    expected = _latents(
+        Engine.for_model(tiny, EngineConfig(slots=2, fixed_shapes=False, **paged)), [full, longer, third]
+    )
+    overlapped = EngineConfig(slots=2, fixed_shapes=True, overlap=True, **paged)
+    got = _latents(Engine.for_model(tiny, overlapped), [full, longer, third])
+    for result, reference in zip(got, expected, strict=True):
+        torch.testing.assert_close(result, reference, atol=1e-5, rtol=0)

@@ -31,7 +31,7 @@ def tiny(tiny_hf_checkpoint: Path) -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def engine(tiny: LoadedModel) -> Engine:
-    return Engine(tiny, EngineConfig(slots=4, max_context=1024, prefill_chunk=64))
+    return Engine.for_model(tiny, EngineConfig(slots=4, prefill_chunk=64))
 
 
 def request(max_frames: int = 12, seed: int = 0) -> SegmentRequest:

@@ -37,13 +37,13 @@ from core.models import Job
 from core.storage import NoSpaceLeft
 from pipeline.engine import Engine, EngineConfig
 from pipeline.engine.requests import FINAL_EVENTS, EventKind
-from pipeline.engine.runner import ModelRunner
+from pipeline.engine.runner import ModelRunner, RunnerConfig
+from pipeline.engine.step_records import RowOutcome, StepInput
 from pipeline.generation import GenerationSettings, SegmentRequest, submit_segment
 from pipeline.model_loading import LoadedModel, load_model
 from pipeline.prompt import SegmentText
 from tests.conftest import ROOT, RedisServer, postgres_database
 from tests.service_client import (
-    FOUR_TURNS_PAUSE_SECONDS,
     segment_rows,
     submit_four_turns,
     upload_voice,
@@ -101,22 +101,40 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 
 # --- a: a worker killed at random points, many times, in one job ----------------------------------------------
 
+# Four turns of different lengths and a pause. The worker generates them side by side, so the short ones are stored
+# while the long ones still run: the kills land both inside segments and after some are stored.
+UNEVEN_TURNS = (
+    "Alice: Hello, and welcome.\n"
+    "Bob: Thanks for having me on the show; it has been quite a week for all of us here.\n"
+    "[pause: 0.5s]\n"
+    "Alice: Turn two of the show, with a sentence or two to say.\n"
+    "Bob: And the last turn is the longest of them all, so it keeps generating well after the first two are stored.\n"
+)
+UNEVEN_TURNS_PAUSE_SECONDS = 0.5
+
+
+def submit_uneven_turns(client, voice: str) -> str:  # type: ignore[no-untyped-def]
+    body = {"script": UNEVEN_TURNS, "voices": {"Alice": voice, "Bob": voice}, "mode": "turns"}
+    response = client.post("/v1/jobs", json={**body, "settings": {"diffusion_steps": 2, "seed": 11}})
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
 
 def test_a_worker_killed_at_random_points_resumes_to_the_uninterrupted_episode(
     make_service_stack, voice_wav: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    stack = make_service_stack()
+    stack = make_service_stack(max_worker_deaths=str(KILLS + 1))  # every kill is a worker death of this job
     stack.start_api()
     worker = stack.start_worker()
     client = stack.client(stack.mint_key("kills"))
     voice = upload_voice(client, voice_wav, "voice")
-    reference_id = submit_four_turns(client, voice)
+    reference_id = submit_uneven_turns(client, voice)
     assert wait_for(client, reference_id, FINAL, timeout=120)["state"] == "done"
     total_frames = sum(row.frames for row in segment_rows(stack, reference_id))
 
     # Kill points in frames of the whole job, drawn once from a fixed seed; each lands on a fresh attempt.
     kill_points = sorted(random.Random(KILL_SEED).sample(range(8, total_frames - 8), KILLS))
-    job_id = submit_four_turns(client, voice)
+    job_id = submit_uneven_turns(client, voice)
     stored_before_kills: dict[int, tuple[object, int, int]] = {}  # index: (finished at, attempts, audio's mtime)
     for attempt, frames in enumerate(kill_points, start=1):
 
@@ -149,9 +167,53 @@ def test_a_worker_killed_at_random_points_resumes_to_the_uninterrupted_episode(
 
     # The planned length, nothing missing or repeated at any resume point: the uninterrupted run, sample for sample.
     killed, reference = episode(stack, job_id), episode(stack, reference_id)
-    assert len(killed) == sum(round(row.seconds * 24_000) for row in rows) + round(FOUR_TURNS_PAUSE_SECONDS * 24_000)
+    assert len(killed) == sum(round(row.seconds * 24_000) for row in rows) + round(UNEVEN_TURNS_PAUSE_SECONDS * 24_000)
     assert len(killed) == len(reference)
     np.testing.assert_allclose(killed, reference, atol=1e-3)
+
+
+# Eight turns and no pause: in `whole` mode one generation, long enough to kill well inside it.
+LONG_WHOLE = "".join(
+    f"{'Alice' if turn % 2 == 0 else 'Bob'}: Turn {turn} of the show, with a sentence or two to say.\n"
+    for turn in range(8)
+)
+
+
+def submit_whole(client, voice: str) -> str:  # type: ignore[no-untyped-def]
+    body = {"script": LONG_WHOLE, "voices": {"Alice": voice, "Bob": voice}, "mode": "whole"}
+    response = client.post("/v1/jobs", json={**body, "settings": {"diffusion_steps": 2, "seed": 11}})
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
+
+@pytest.mark.slow
+def test_a_whole_mode_generation_killed_half_way_loses_no_stored_frame(make_service_stack, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    """The next attempt replays the stored frames, its progress never falls back to 0, the episode is the same."""
+    stack = make_service_stack()
+    stack.start_api()
+    worker = stack.start_worker()
+    client = stack.client(stack.mint_key("whole-kill"))
+    voice = upload_voice(client, voice_wav, "voice")
+    reference_id = submit_whole(client, voice)
+    assert wait_for(client, reference_id, FINAL, timeout=180)["state"] == "done"
+    (reference_row,) = segment_rows(stack, reference_id)  # whole mode, no pause: one segment
+
+    job_id = submit_whole(client, voice)
+    wait_until(lambda: job_row(stack, job_id).frames_done >= reference_row.frames // 2, "the job to pass half way")
+    kill(worker)
+    stored = len(np.load(stack.root / "data" / "jobs" / job_id / "segments" / "0000.partial.npy"))
+    assert stored >= 8
+    worker = stack.start_worker()
+    progress = []  # frames_done seen while the second attempt runs
+    while (job := job_row(stack, job_id)).state not in FINAL:
+        if job.attempts == 2:
+            progress.append(job.frames_done)
+        time.sleep(0.02)
+    assert job.state == "done", job.error
+    (row,) = segment_rows(stack, job_id)
+    assert (row.attempts, row.resumed_from_frame, row.frames) == (2, stored, reference_row.frames)
+    assert progress and min(progress) >= stored, progress[:10]  # the job's progress did not restart from 0
+    np.testing.assert_allclose(episode(stack, job_id), episode(stack, reference_id), atol=1e-3)
 
 
 # --- b: Redis killed and restarted empty while jobs run and wait -----------------------------------------------
@@ -162,14 +224,14 @@ def test_redis_killed_while_jobs_run_and_wait_loses_none(
 ) -> None:  # type: ignore[no-untyped-def]
     stack = make_service_stack(redis_url=own_redis.url)
     stack.start_api()
-    stack.start_worker()
+    stack.start_worker(max_jobs=2)
     client = stack.client(stack.mint_key("redis-kill"))
     voice = upload_voice(client, voice_wav, "voice")
     job_ids = [submit_short(client, voice, formats=["wav"]) for _ in range(3)]
 
     def running_and_waiting() -> bool:
         states = [job_row(stack, job_id).state for job_id in job_ids]
-        return states.count("running") == 2 and states.count("queued") == 1  # two task threads, one waits
+        return states.count("running") == 2 and states.count("queued") == 1  # two jobs at most: one waits
 
     wait_until(running_and_waiting, "two jobs running and one queued")
     kill(own_redis.process)
@@ -390,9 +452,9 @@ class OutOfMemoryRunner(ModelRunner):
     def runs_out(self, requests: set[int]) -> bool:
         return False
 
-    def run(self, prefill, decode):  # type: ignore[no-untyped-def]
-        outcomes = super().run(prefill, decode)
-        if self.runs_out({state.request.request_id for state in [*decode, *(state for state, _ in prefill)]}):
+    def run(self, step: StepInput) -> list[RowOutcome]:
+        outcomes = super().run(step)
+        if self.runs_out({row.request_id for row in [*step.prefill, *step.decode]}):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return outcomes
 
@@ -413,7 +475,7 @@ def audio_of(events: list) -> np.ndarray:  # type: ignore[type-arg]
 
 
 def run_alone(tiny: LoadedModel, seed: int) -> np.ndarray:
-    engine = Engine(tiny, EngineConfig(slots=1, max_context=1024, prefill_chunk=64))
+    engine = Engine.for_model(tiny, EngineConfig(slots=1, prefill_chunk=64))
     handle = submit_segment(engine, segment(seed))
     engine.run_until_idle()
     return audio_of(handle.drain())
@@ -421,8 +483,7 @@ def run_alone(tiny: LoadedModel, seed: int) -> np.ndarray:
 
 def batch_of_three(tiny: LoadedModel, fail_at_step: int, runs_out) -> tuple[Engine, list[list]]:  # type: ignore[no-untyped-def]
     """Three requests side by side; from step `fail_at_step` on, every step `runs_out` picks runs out of memory."""
-    engine = Engine(tiny, EngineConfig(slots=3, max_context=1024, prefill_chunk=64))
-    engine.runner.__class__ = OutOfMemoryRunner  # the engine builds its runner; this one fails on demand
+    engine = Engine(OutOfMemoryRunner(tiny, RunnerConfig(rows=3)), EngineConfig(slots=3, prefill_chunk=64), tiny)
     handles = [submit_segment(engine, segment(seed)) for seed in (1, 2, 3)]
     for _ in range(fail_at_step):
         engine.step()
@@ -441,7 +502,7 @@ def test_out_of_memory_in_one_request_fails_that_request_only(tiny: LoadedModel,
 
     assert final_kinds(events) == [EventKind.FINISHED, EventKind.FAILED, EventKind.FINISHED]
     assert "generation failed: CUDA out of memory" in events[1][-1].reason
-    assert engine.idle and sorted(engine.free_slots) == [0, 1, 2]
+    assert engine.idle and sorted(engine.free_rows) == [0, 1, 2] and engine.pool.in_use == 0
     for stream, seed in ((events[0], 1), (events[2], 3)):  # the others: exactly what they give on their own
         np.testing.assert_allclose(audio_of(stream), run_alone(tiny, seed), atol=1e-4)
 

@@ -78,6 +78,22 @@ SCRIPTS = [
     ("speaker number of 30 digits", "Speaker " + "9" * 30 + ": hello", "out of range", 1),
     ("text before any tag", "Once upon a time\nAlice: hi", "text before the first speaker tag", 1),
     ("tag without text", "Alice:\nBob: hi", "has no text", 1),
+    ("tag with only NUL and escapes", "Alice: hi\nBob: \x00\x1b\x9b", "'Bob:' has no text", 2),
+    (
+        "a turn of only emoji",
+        "Alice: Hello.\nBob: \U0001f389\U0001f389",
+        "Bob's turn has nothing to say aloud: '\U0001f389\U0001f389' is only emoji, symbols or punctuation "
+        "(no letter or number); write the words to speak, or remove the turn",
+        2,
+    ),
+    ("a turn of only punctuation", "Alice: Hello.\n\nBob:\n  ?!...", "Bob's turn has nothing to say aloud", 4),
+    ("emoji after a pause", "Alice: Hi [pause: 1s] \U0001f44d", "Alice's turn has nothing to say aloud", 1),
+    (
+        "JSON turn of NUL and emoji",
+        '{"turns": [\n{"speaker": "Alice", "text": "Hi"},\n{"speaker": "Bob", "text": "\\u0000\u2764\ufe0f"}]}',
+        "Bob's turn has nothing to say aloud: '\u2764\ufe0f'",
+        3,
+    ),
     ("pause -1s", "Alice: hi [pause: -1s] there", "cannot read the pause", 1),
     ("pause 0s", "Alice: hi\n[pause: 0s]\nBob: yo", "out of range", 2),
     ("pause 30.001s", "Alice: hi\n[pause: 30.001s]\nBob: yo", "at most 30 s", 2),
@@ -146,7 +162,19 @@ VOICE_MAPPINGS = [
     ("speaker number -1", lambda v: {"Alice": v, "-1": v}, "voices.-1", "no speaker '-1'"),
     ("speaker number of 20 digits", lambda v: {"Alice": v, "9" * 20: v}, "voices." + "9" * 20, "no speaker"),
     ("a speaker without a voice", lambda v: {"Alice": v}, "voices", "no voice for Bob"),
-    ("two voices for one speaker", lambda v: {"Alice": v, "alice": v, "Bob": v}, "voices.alice", "already has a voice"),
+    (
+        "two voices for one speaker",
+        lambda v: {"Alice": v, "alice": v, "Bob": v},
+        "voices.alice",
+        '"Alice" and "alice" are the same speaker, Alice (names match whatever their case or spacing); '
+        "give each speaker one voice",
+    ),
+    (
+        "a name and its place for one speaker",
+        lambda v: {"Alice": v, "Bob": v, "2": v},
+        "voices.2",
+        '"Bob" and "2" are the same speaker, Bob ("Bob" is its name, "2" its place in order of first appearance)',
+    ),
     ("a voice id that does not exist", lambda v: {"Alice": v, "Bob": "0" * 32}, "voices.Bob", "no voice"),
     ("a path as the voice id", lambda v: {"Alice": v, "Bob": "../../../etc/passwd"}, "voices.Bob", "no voice"),
     ("NUL in the voice id", lambda v: {"Alice": v, "Bob": "ab\x00cd"}, "voices.Bob", "printable text"),
@@ -170,6 +198,80 @@ def test_speaker_ids_out_of_range_are_422_naming_the_voice(
     with leaves_nothing(stack):
         response = alice.post("/v1/jobs", json={"script": TWO_SPEAKERS, "voices": mapping(voice), "settings": FAST})
         assert_refused(response, 422, words, field=field)
+
+
+ZERO_AND_ONE = "Speaker 0: Hello there.\nSpeaker 1: Hi.\n"
+
+
+def test_voices_numbered_from_one_for_speakers_from_zero_are_told_how_speakers_are_numbered(
+    stack, alice: httpx.Client, voice: str
+) -> None:  # type: ignore[no-untyped-def]
+    with leaves_nothing(stack):
+        response = alice.post("/v1/jobs", json={"script": ZERO_AND_ONE, "voices": {"1": voice, "2": voice}})
+        message = assert_refused(response, 422, field="voices.2")
+    assert message == (
+        'the script has no Speaker 2; its speakers are Speaker 0 and Speaker 1 (voice keys "0" and "1", or their '
+        'names); voice key N means "Speaker N" as written in the script, not the Nth speaker'
+    )
+    with leaves_nothing(stack):
+        response = alice.post("/v1/jobs", json={"script": ZERO_AND_ONE, "voices": {"1": voice, "Speaker 1": voice}})
+        message = assert_refused(response, 422, field="voices.Speaker 1")
+    assert message == (
+        '"1" and "Speaker 1" are the same speaker, Speaker 1 ("1" is its number, "Speaker 1" its name); '
+        "give each speaker one voice"
+    )
+    accepted = alice.post(
+        "/v1/jobs", json={"script": ZERO_AND_ONE, "voices": {"0": voice, "speaker 01": voice}, "settings": FAST}
+    )
+    assert accepted.status_code == 202, accepted.text
+    assert wait_for(alice, accepted.json()["id"], {"done", "failed"})["state"] == "done"
+
+
+# --- the speech route's input -------------------------------------------------------------------------
+
+SPEECH = {"model": "tts-1", "response_format": "wav", "settings": FAST}
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "\U0001f389\U0001f389",
+            "input has nothing to say aloud: '\U0001f389\U0001f389' is only emoji, symbols or "
+            "punctuation (no letter or number); write the words to speak",
+        ),
+        ("?! ... \u2014", "input has nothing to say aloud: '?! ... \u2014' is only emoji"),
+        ("\x00\x07 \x1b\x9b", "input has nothing to say aloud: only spaces or control characters; write the words"),
+        ("Hello [pause: 1s] \U0001f44d", "Speaker 1's turn has nothing to say aloud: '\U0001f44d'"),
+    ],
+    ids=["emoji", "punctuation", "control characters", "emoji after a pause"],
+)
+def test_speech_input_with_nothing_to_say_is_422_naming_input(
+    stack, alice: httpx.Client, voice: str, text: str, words: str
+) -> None:  # type: ignore[no-untyped-def]
+    with leaves_nothing(stack):
+        response = alice.post("/v1/audio/speech", json={**SPEECH, "voice": voice, "input": text})
+        assert_refused(response, 422, words, field="input")
+    (problem,) = response.json()["detail"]
+    assert problem["loc"] == ["body", "input"] and "\x00" not in problem["msg"]
+
+
+def test_speech_input_with_nothing_to_say_and_an_unknown_voice_is_told_both(stack, alice: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    with leaves_nothing(stack):
+        response = alice.post("/v1/audio/speech", json={**SPEECH, "voice": "nobody", "input": "\U0001f389"})
+        assert_refused(response, 422, "nothing to say aloud", "no voice 'nobody'")
+    assert [problem["field"] for problem in response.json()["detail"]] == ["input", "voice"]
+
+
+def test_control_characters_in_speech_input_are_dropped_not_stored(alice: httpx.Client, voice: str) -> None:
+    # On PostgreSQL, a NUL that reached a text column would be a 500; it is dropped like every C0/C1 control.
+    response = alice.post("/v1/audio/speech", json={**SPEECH, "voice": voice, "input": "Hel\x00lo\x1b[31m there\x9b."})
+    assert response.status_code == 200, response.text[:500]
+    samples, rate = sf.read(io.BytesIO(response.content))
+    assert rate == 24_000 and len(samples) > 0
+    job = alice.get(f"/v1/jobs/{response.headers['x-voxcast-job']}").json()
+    chapters = alice.get(job["outputs"]["chapters"]).json()
+    assert [turn["text"] for turn in chapters["turns"]] == ["Hello[31m there."]
 
 
 # (id, script file bytes, words)

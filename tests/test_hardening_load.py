@@ -125,7 +125,7 @@ def test_a_burst_of_500_jobs_and_50_listeners_is_absorbed(make_service_stack, tm
         stale_after_seconds="30",
     )
     stack.start_api()
-    worker = stack.start_worker(concurrency=TASK_THREADS)
+    worker = stack.start_worker(max_jobs=TASK_THREADS)
     keys = [stack.mint_key(f"load-{number}") for number in range(KEYS)]
     voice_file = write_voice_file(tmp_path / "voice.wav", seconds=3.0)
     voices = {key: upload_voice(stack.client(key), voice_file, "voice") for key in keys}

@@ -22,8 +22,14 @@ from pipeline.script import (
     ScriptError,
     Speaker,
     Turn,
+    check_speakable,
+    find_speaker,
+    nothing_to_say,
     parse_script,
+    same_speaker_message,
+    unknown_speaker_message,
 )
+from pipeline.speech_text import has_words_to_say, normalize_for_speech
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
 
@@ -187,6 +193,32 @@ def test_curly_quotes_and_primes_become_ascii() -> None:
 def test_odd_spaces_zero_width_and_control_characters_are_normalised() -> None:
     raw = "Speaker\u00a01:\tOne\u2003two\u200b\u200dthree\x00\x07\x85 \u3000four\ufeff  \t five"
     assert texts(parse_script(raw)) == ["One twothree four five"]
+
+
+C0_AND_C1_CONTROLS = "".join(
+    chr(code) for code in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]
+)
+
+
+def test_every_control_character_but_tab_and_line_endings_is_dropped_from_text_and_names() -> None:
+    lines = parse_script(f"Al{C0_AND_C1_CONTROLS}ice: Hel{C0_AND_C1_CONTROLS}lo\nalice: a\x00gain")
+    assert lines.speakers == (Speaker("Alice", "Alice"),)
+    assert texts(lines) == ["Hello", "again"]
+    # JSON's escapes reach the same text: "\u0000" decodes to NUL, which PostgreSQL would refuse to store.
+    document = json.dumps({"turns": [{"speaker": f"Bo{C0_AND_C1_CONTROLS}b", "text": f"Hi{C0_AND_C1_CONTROLS}!"}]})
+    assert "\\u0000" in document
+    parsed = parse_script(document)
+    assert parsed.speakers == (Speaker("Bob", "Bob"),) and texts(parsed) == ["Hi!"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("Alice: hi\nBob: \x00\x1b\x9b", 2), ('{"turns": [{"speaker": "Alice", "text": "\\u0000\\u0007"}]}', 1)],
+    ids=["colon", "json"],
+)
+def test_a_turn_of_only_control_characters_has_no_text(text: str, line: int) -> None:
+    err = rejection(text)
+    assert err.line == line and "has no text" in err.message
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
@@ -398,6 +430,177 @@ def test_json_fifth_speaker_is_rejected() -> None:
 def test_json_that_python_cannot_decode_is_rejected(document: str, allowed: str) -> None:
     err = rejection(document)
     assert allowed in str(err) and "expected" in str(err)
+
+
+# --- nothing to say aloud ------------------------------------------------------------------
+
+ONLY = "is only emoji, symbols or punctuation (no letter or number)"
+WHAT_TO_DO = "write the words to speak, or remove the turn (use a pause for silence)"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "speaker", "found"),
+    [
+        ("Alice: Hi.\nBob: Hello.\nAlice: \U0001f389\U0001f389", 3, "Alice", "'\U0001f389\U0001f389'"),
+        ("Speaker 1: Well\nSpeaker 2: ...", 2, "Speaker 2", "'...'"),
+        ("[Alice] Hi\n[Bob]\n\n  ?!  \n  \u2014 ", 4, "Bob", "'?! \u2014'"),
+        ("Alice: So [pause: 1s] \u2026!", 1, "Alice", "'\u2026!'"),
+        ("Alice: Hi\nBob: \x00\U0001f44d\u200b\x07", 2, "Bob", "'\U0001f44d'"),
+        (
+            '{"turns": [\n {"speaker": 1, "text": "Hi"},\n {"speaker": 0, "text": "\u2764\ufe0f"}\n]}',
+            3,
+            "Speaker 0",
+            "'\u2764\ufe0f'",
+        ),
+    ],
+    ids=["emoji", "punctuation", "bracket style, continuation lines", "after a pause", "emoji among controls", "json"],
+)
+def test_a_turn_with_nothing_to_say_aloud_is_refused_at_its_line(
+    text: str, line: int, speaker: str, found: str
+) -> None:
+    script = parse_script(text)  # parsing alone accepts it: label checks parse stand-ins like "Name: -"
+    with pytest.raises(ScriptError) as caught:
+        check_speakable(script)
+    err = caught.value
+    assert err.line == line
+    assert err.message == f"{speaker}'s turn has nothing to say aloud: {found} {ONLY}; {WHAT_TO_DO}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "%",
+        "$5",
+        "&",
+        "#1",
+        "@",
+        "+",
+        "\u20ac",
+        "42",
+        "\u00bd",
+        "\u4f60\u597d",
+        "\u0645\u0631\u062d\u0628\u0627",
+        "\U0001f389 ok",
+        "x",
+        "[laughs]",
+    ],
+)
+def test_letters_numbers_and_symbols_the_normaliser_spells_out_are_speakable(text: str) -> None:
+    assert nothing_to_say(text) is None
+    script = parse_script(f"Alice: {text}")
+    check_speakable(script)
+    assert texts(script) == [text]
+
+
+def test_nothing_to_say_names_what_it_found() -> None:
+    assert nothing_to_say("\x00 \t\x7f\u200b") == "has nothing to say aloud: only spaces or control characters"
+    party = "\U0001f389"
+    assert nothing_to_say(party * 50) == f"has nothing to say aloud: '{party * 37}...' {ONLY}"  # an excerpt
+
+
+# Letters, digits, every symbol the normaliser reads and the punctuation its passes look for (URLs, dates,
+# times, money, fractions, abbreviations), with emoji and other symbols it leaves alone.
+normaliser_text = st.text(
+    alphabet=st.sampled_from("aDeg.9105:/-,@#%$&+=°€£¥½²!?… \n\U0001f389\u2764\ufe0f*~")
+    | st.characters(exclude_categories=("Cs",)),
+    max_size=40,
+)
+
+
+@PROPERTY_SETTINGS
+@given(normaliser_text)
+def test_has_words_to_say_tells_without_normalising_whether_the_normalised_text_has_a_letter_or_number(
+    text: str,
+) -> None:
+    assert has_words_to_say(text) == any(char.isalnum() for char in normalize_for_speech(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["https://www.example.com/?q=1#x", "ann@example.com", "e.g.", "Dr.", "10:30", "$1.5M", "1/2", "2025-08-07", "#"],
+)
+def test_the_normaliser_keeps_a_letter_or_number_in_the_forms_it_rewrites(text: str) -> None:
+    assert has_words_to_say(text) and any(char.isalnum() for char in normalize_for_speech(text))
+
+
+# --- voice keys ------------------------------------------------------------------------------
+
+ZERO_AND_ONE = parse_script("Speaker 0: Hi.\nSpeaker 1: Hello.").speakers
+ALICE_AND_BOB = parse_script("Alice: Hi.\nBob: Hello.").speakers
+
+
+@pytest.mark.parametrize(
+    ("speakers", "key", "index"),
+    [
+        (ZERO_AND_ONE, "0", 0),
+        (ZERO_AND_ONE, "1", 1),
+        (ZERO_AND_ONE, "01", 1),
+        (ZERO_AND_ONE, "speaker  01", 1),
+        (ZERO_AND_ONE, "Speaker1", 1),
+        (ZERO_AND_ONE, "2", None),  # a number is the N of "Speaker N", never a position, in a numbered script
+        (ZERO_AND_ONE, "\u00b2", None),  # a superscript two is a digit to str.isdigit, not to int()
+        (ALICE_AND_BOB, "bob", 1),
+        (ALICE_AND_BOB, "1", 0),  # without numbered speakers a number is a place in order of appearance
+        (ALICE_AND_BOB, "2", 1),
+        (ALICE_AND_BOB, "0", None),
+        (ALICE_AND_BOB, "3", None),
+    ],
+)
+def test_a_voice_key_picks_a_speaker_by_name_or_number(
+    speakers: tuple[Speaker, ...], key: str, index: int | None
+) -> None:
+    assert find_speaker(speakers, key) == index
+
+
+def test_a_number_beyond_the_scripts_numbering_explains_how_speakers_are_numbered() -> None:
+    assert unknown_speaker_message(ZERO_AND_ONE, "2") == (
+        'the script has no Speaker 2; its speakers are Speaker 0 and Speaker 1 (voice keys "0" and "1", or their '
+        'names); voice key N means "Speaker N" as written in the script, not the Nth speaker'
+    )
+    assert unknown_speaker_message(ZERO_AND_ONE, "Carol") == (
+        "the script has no speaker 'Carol'; its speakers are Speaker 0 and Speaker 1 "
+        '(voice keys "0" and "1", or their names)'
+    )
+    assert unknown_speaker_message(ALICE_AND_BOB, "3") == (
+        "the script has no speaker '3'; its speakers are Alice and Bob "
+        '(voice keys "Alice" and "Bob", or "1" and "2" in order of first appearance)'
+    )
+
+
+@pytest.mark.parametrize(
+    ("speakers", "first", "second", "message"),
+    [
+        (
+            ZERO_AND_ONE,
+            "1",
+            "Speaker 1",
+            '"1" and "Speaker 1" are the same speaker, Speaker 1 ("1" is its number, "Speaker 1" its name)',
+        ),
+        (
+            ZERO_AND_ONE,
+            "1",
+            "01",
+            '"1" and "01" are the same speaker, Speaker 1 (leading zeros do not change a number)',
+        ),
+        (
+            ALICE_AND_BOB,
+            "Alice",
+            "alice",
+            '"Alice" and "alice" are the same speaker, Alice (names match whatever their case or spacing)',
+        ),
+        (
+            ALICE_AND_BOB,
+            "2",
+            "Bob",
+            '"2" and "Bob" are the same speaker, Bob ("2" is its place in order of first appearance, "Bob" its name)',
+        ),
+        (ALICE_AND_BOB, "Bob", "Bob", 'Bob is given two voices under "Bob"'),
+    ],
+)
+def test_two_keys_for_one_speaker_say_why_they_are_the_same(
+    speakers: tuple[Speaker, ...], first: str, second: str, message: str
+) -> None:
+    assert same_speaker_message(speakers, first, second) == f"{message}; give each speaker one voice"
 
 
 # --- whole-script rejections ---------------------------------------------------------

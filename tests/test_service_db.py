@@ -109,22 +109,60 @@ def test_a_cancelled_queued_job_is_never_run(database: Database) -> None:
         assert session.get_one(Job, job_id).state == JobState.CANCELLED
 
 
+PLANNED = [job_records.PlannedSegment(0, 10, 5), job_records.PlannedSegment(1, 12, 6)]
+
+
 def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> None:
     job_id = add_job(database)
     first = job_records.claim_job(database, job_id, "dead-worker", stale_after=60)
     assert first is not None
-    records = job_records.prepare_segments(database, first, [(0, 10), (1, 12)], 22)
+    records = job_records.prepare_segments(database, first, PLANNED, 22)
     assert [record.index for record in records] == [0, 1] and not any(record.done for record in records)
-    assert job_records.requeue_stale_jobs(database, stale_after=60) == []  # it is alive
+    assert job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2) == []  # it is alive
 
     later = utc_now() + timedelta(seconds=120)
-    assert [job.id for job in job_records.requeue_stale_jobs(database, stale_after=60, now=later)] == [job_id]
+    released = job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2, now=later)
+    assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, 1, False)]
     second = job_records.claim_job(database, job_id, "new-worker", stale_after=60)
     assert second is not None
     assert not job_records.beat(database, first)  # the old holder learns it lost the job
     assert not job_records.finish_job(database, first, JobState.FAILED, error="too late")
-    again = job_records.prepare_segments(database, second, [(0, 10), (1, 12)], 22)
+    again = job_records.prepare_segments(database, second, PLANNED, 22)
     assert len(again) == 2  # the rows are reused, not duplicated
     with database.session() as session:
         assert len(session.scalars(select(JobSegment).where(JobSegment.job_id == job_id)).all()) == 2
         assert session.get_one(Job, job_id).attempts == 2
+
+
+def test_a_job_whose_workers_keep_dying_is_failed_by_the_guard(database: Database) -> None:
+    """Each death of its holder counts; the second (with a limit of 2) fails the job instead of queueing it."""
+    job_id = add_job(database)
+    for death in (1, 2):
+        held = job_records.claim_job(database, job_id, f"host:{100 + death}:1", stale_after=60)
+        assert held is not None
+        assert job_records.release_abandoned_jobs(database, dead_process="host:999", max_worker_deaths=2) == []
+        released = job_records.release_abandoned_jobs(database, dead_process=f"host:{100 + death}", max_worker_deaths=2)
+        assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, death, death == 2)]
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        assert (job.state, job.attempts, job.worker_deaths, job.worker) == (JobState.FAILED, 2, 2, None)
+        assert job.error == job_records.worker_deaths_error(2)
+        assert "died 2 times" in job.error and "VOXCAST_MAX_WORKER_DEATHS" in job.error
+    assert job_records.claim_job(database, job_id, "host:103:1", stale_after=0) is None  # never run again
+
+
+def test_a_job_waiting_for_its_workers_quarantine_is_not_charged_with_its_death(database: Database) -> None:
+    """Claimed, but waiting for a suspect beside it to finish: when the worker dies, it goes back to the queue with
+    no death counted; the one that was running is charged."""
+    waiting_id, running_id = add_job(database), add_job(database)
+    waiting = job_records.claim_job(database, waiting_id, "host:7:1", stale_after=60)
+    running = job_records.claim_job(database, running_id, "host:7:2", stale_after=60)
+    assert waiting is not None and running is not None
+    job_records.set_waiting(database, waiting, True)
+    released = job_records.release_abandoned_jobs(database, dead_process="host:7", max_worker_deaths=1)
+    assert sorted((job.id, job.worker_deaths, job.failed) for job in released) == sorted(
+        [(waiting_id, 0, False), (running_id, 1, True)]
+    )
+    with database.session() as session:
+        job = session.get_one(Job, waiting_id)
+        assert (job.state, job.worker_deaths, job.waiting, job.worker) == (JobState.QUEUED, 0, False, None)

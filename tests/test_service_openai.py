@@ -77,6 +77,8 @@ def test_requests_it_cannot_serve_are_refused_naming_the_field(stack, client: Op
         ({"speed": 9.0}, "speed", "less than or equal to 4"),
         ({"voice": "alloy"}, "voice", "this key's voices include Narrator"),
         ({"input": "x" * 4097}, "input", "at most 4096"),
+        ({"input": "\U0001f389\U0001f389"}, "input", "input has nothing to say aloud: '\U0001f389\U0001f389'"),
+        ({"input": "\x00\x1b"}, "input", "only spaces or control characters; write the words to speak"),
         ({"instructions": "Speak like a pirate."}, "instructions", "not supported"),
     ]:
         with pytest.raises(openai.UnprocessableEntityError) as refused:

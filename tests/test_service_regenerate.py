@@ -153,6 +153,7 @@ def test_bad_regenerations_are_refused_with_the_reason(stack, alice: httpx.Clien
         ("Wait [pause: 1s] for it.", "pause tag"),
         ("Wait [pause: 99s] for it.", "at most 30 s"),
         ("   ", "empty"),
+        ("🎉🎉 !!", "the text has nothing to say aloud: '🎉🎉 !!' is only emoji, symbols or punctuation"),
     ]:
         response = regenerate(alice, job_id, 0, text=text)
         assert response.status_code == 422, (text, response.text)

@@ -60,6 +60,24 @@ def test_missed_repeated_and_replayed_chunks_still_give_every_sample_once(track:
     assert sent == to_pcm16(np.concatenate([first, np.zeros(12_000), second]))
 
 
+def test_chunks_of_a_later_segment_made_side_by_side_are_sent_once_the_track_reaches_it(track: SpeechTrack) -> None:
+    """The worker generates a job's segments at once: the second one's chunks can come before the first is done."""
+    first, second = segment_audio(7, 0), segment_audio(5, 1)
+    live_first, live_second = chunks(first, 0), chunks(second, 1)
+    sent = track.from_chunk(live_first[0])
+    assert track.from_chunk(live_second[0]) == b""  # early: kept, not sent before the first segment's end
+    sent += track.from_chunk(live_first[1])
+    assert track.from_chunk(live_second[1]) == b""
+    # the first segment is stored: its rest, the pause, then the second's early chunks at once
+    from_store = track.from_stored(first)
+    assert len(from_store) == 2 * (len(first) - 6 * FRAME + 12_000 + 5 * FRAME)
+    sent += from_store
+    assert track.from_chunk(live_second[0]) == b""  # already sent
+    sent += track.from_stored(second)  # nothing left of it
+    assert sent == to_pcm16(np.concatenate([first, np.zeros(12_000), second]))
+    assert track.segment is None
+
+
 def test_a_stream_that_heard_nothing_sends_the_stored_track() -> None:
     plan = plan_script(parse_script("[pause: 1s]\nAlice: Hello there.\n[pause: 0.25s]"), "whole")
     track = SpeechTrack(plan.items)

@@ -16,17 +16,18 @@ import secrets
 import shutil
 import textwrap
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
-import soundfile as sf
 import torch
 import torchaudio.functional as AF
 
 from core.storage import write_durably
 from pipeline.timeline import TimedTurn, check_span
+from workers.audio_encoding import encode_in_child
 
 SAMPLE_RATE = 24_000
 TARGET_LUFS = -16.0
@@ -95,6 +96,7 @@ class EpisodeFiles:
     srt: Path
     vtt: Path
     chapters: Path
+    more_audio: tuple[Path, ...] = ()  # the same episode in other formats, when asked for
 
 
 def audio_format_for(path: Path) -> tuple[str, str | None]:
@@ -248,11 +250,14 @@ def _sibling_temp(target: Path, purpose: str) -> Path:
     return target.with_name(f".{target.name}.{secrets.token_hex(6)}.{purpose}")
 
 
-def _stage(target: Path, write: Callable[[BinaryIO], object]) -> Path:
-    """Write a temporary file for target and flush it to disk; return its path."""
+Stager = Callable[[Path], object]  # creates the given temporary file with a target's content
+
+
+def _stage(target: Path, stage: Stager) -> Path:
+    """Create a temporary file for target through `stage` (flushed to disk); return its path."""
     temp = _sibling_temp(target, "tmp")
     try:
-        write_durably(temp, write, target=target, exclusive=True)
+        stage(temp)
     except BaseException as exc:
         temp.unlink(missing_ok=True)
         exc.add_note(f"while writing {target}")
@@ -300,44 +305,70 @@ def _commit(staged: Sequence[tuple[Path, Path]]) -> None:
             backup.unlink(missing_ok=True)
 
 
-def _text_writer(text: str) -> Callable[[BinaryIO], object]:
-    return lambda handle: handle.write(text.encode("utf-8"))
+def _text_stager(text: str, target: Path) -> Stager:
+    encoded = text.encode("utf-8")
+    return lambda temp: write_durably(temp, lambda handle: handle.write(encoded), target=target, exclusive=True)
 
 
-def _audio_writer(audio: np.ndarray, fmt: str, subtype: str | None) -> Callable[[BinaryIO], object]:
-    return lambda handle: sf.write(handle, audio, SAMPLE_RATE, format=fmt, subtype=subtype)
+def _audio_stager(samples: np.ndarray, target: Path) -> Stager:
+    fmt, subtype = audio_format_for(target)
+    return lambda temp: encode_in_child(samples, temp, fmt, subtype, target=target)
 
 
-def write_episode(episode: Episode, audio_path: Path) -> EpisodeFiles:
-    """Write the audio and its .srt, .vtt and .chapters.json beside it, atomically as a set.
+def _collect(encoding: list[tuple[Path, Future[Path]]], staged: list[tuple[Path, Path]]) -> BaseException | None:
+    """Wait for every encoder; add each staged file to `staged`; return the first failure, if any."""
+    failure = None
+    for target, future in encoding:
+        error = future.exception()
+        if error is None:
+            staged.append((future.result(), target))
+        elif failure is None:
+            failure = error
+    return failure
 
-    Everything is validated and rendered before the first byte hits disk; each file
-    is written to a temporary sibling and only then moved into place. On any error
-    the temporaries are removed and files from an earlier run stay as they were.
+
+def write_episode(episode: Episode, audio_path: Path, *more_audio: Path) -> EpisodeFiles:
+    """Write the audio (in each format asked) and its .srt, .vtt and .chapters.json beside it, atomically as a set.
+
+    `more_audio` are the same episode in other formats, in the same folder under the same name (the side
+    files are shared). Everything is validated and rendered before the first byte hits disk; each file is
+    written to a temporary sibling and only then moved into place. The formats are encoded side by side,
+    each in a process of its own (`workers.audio_encoding`), so an encoder that crashes fails this call
+    with `EncoderCrashed` and nothing else. On any error the temporaries are removed and files from an
+    earlier run stay as they were.
     """
-    audio_path = Path(audio_path)
-    fmt, subtype = audio_format_for(audio_path)
+    audio_paths = [Path(audio_path), *map(Path, more_audio)]
+    for path in audio_paths:
+        audio_format_for(path)
+        if (path.parent, path.stem) != (audio_paths[0].parent, audio_paths[0].stem):
+            raise OutputError(f"{path} is not beside {audio_paths[0]} under the same name; side files are shared")
     samples = _pcm_ready(episode.audio)
+    first = audio_paths[0]
     files = EpisodeFiles(
-        audio=audio_path,
-        srt=audio_path.with_suffix(".srt"),
-        vtt=audio_path.with_suffix(".vtt"),
-        chapters=audio_path.with_name(f"{audio_path.stem}.chapters.json"),
+        audio=first,
+        srt=first.with_suffix(".srt"),
+        vtt=first.with_suffix(".vtt"),
+        chapters=first.with_name(f"{first.stem}.chapters.json"),
+        more_audio=tuple(audio_paths[1:]),
     )
-    writers = [
-        (files.audio, _audio_writer(samples, fmt, subtype)),
-        (files.srt, _text_writer(format_srt(episode.turns))),
-        (files.vtt, _text_writer(format_vtt(episode.turns))),
-        (
-            files.chapters,
-            _text_writer(json.dumps(_chapters_document(episode), ensure_ascii=False, indent=2) + "\n"),
-        ),
+    chapters = json.dumps(_chapters_document(episode), ensure_ascii=False, indent=2) + "\n"
+    texts = [
+        (files.srt, _text_stager(format_srt(episode.turns), files.srt)),
+        (files.vtt, _text_stager(format_vtt(episode.turns), files.vtt)),
+        (files.chapters, _text_stager(chapters, files.chapters)),
     ]
-    audio_path.parent.mkdir(parents=True, exist_ok=True)
+    first.parent.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[Path, Path]] = []
     try:
-        for target, write in writers:
-            staged.append((_stage(target, write), target))
+        with ThreadPoolExecutor(max_workers=min(len(audio_paths), os.cpu_count() or 1)) as encoders:
+            encoding = [(path, encoders.submit(_stage, path, _audio_stager(samples, path))) for path in audio_paths]
+            try:
+                for target, stage in texts:
+                    staged.append((_stage(target, stage), target))
+            finally:  # leaving the pool waits for every encoder, so nothing is cleaned up under a running one
+                failure = _collect(encoding, staged)
+        if failure is not None:
+            raise failure
         _commit(staged)
     finally:
         for temp, _ in staged:

@@ -7,8 +7,10 @@
 - the visibility timeout sits above the longest job: Redis redelivers an unacknowledged message after it,
   and a job still running must not be handed out twice. A worker that died is found sooner by the
   sweeper (`workers.sweeper`), which watches job heartbeats in the database.
-- two queues, `interactive` and `batch`, and ten priorities (Redis serves priority 0 first; voxcast's job
-  priority runs the other way, 9 most urgent, and is flipped when sent).
+- two queues, `interactive` and `batch`, each bound to a direct exchange of its own name (left to Celery, both
+  would be bound to the default queue's exchange and key, and a message routed by exchange would land in both),
+  and ten priorities (Redis serves priority 0 first; voxcast's job priority runs the other way, 9 most urgent,
+  and is flipped when sent). A worker consumes `interactive` first.
 - every key, queue and channel carries the `redis_namespace` prefix, so installations (or test sessions)
   can share one Redis.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 from kombu.transport.redis import Channel
 
 from core.settings import Settings
@@ -34,6 +36,12 @@ _VISIBILITY_MARGIN_SECONDS = 1800
 
 def queue_name(namespace: str, kind: QueueKind) -> str:
     return f"{namespace}.{kind}"
+
+
+def task_queue(namespace: str, kind: QueueKind) -> Queue:
+    """The queue as a worker declares it: bound to a direct exchange of its own, under its own name as the key."""
+    name = queue_name(namespace, kind)
+    return Queue(name, Exchange(name, type="direct"), routing_key=name)
 
 
 def broker_priority(job_priority: int) -> int:
@@ -68,7 +76,7 @@ def create_celery_app(settings: Settings) -> Celery:
         task_ignore_result=True,
         task_serializer="json",
         accept_content=["json"],
-        task_queues=[Queue(queue_name(settings.redis_namespace, kind)) for kind in QUEUE_KINDS],
+        task_queues=[task_queue(settings.redis_namespace, kind) for kind in QUEUE_KINDS],
         task_default_queue=queue_name(settings.redis_namespace, "batch"),
         worker_hijack_root_logger=False,
         include=["workers.tasks"],

@@ -1,27 +1,38 @@
-"""Running one job on a worker: claim it, generate the segments not yet stored, assemble the outputs.
+"""Running one job on a worker: claim it, generate every segment not yet stored at once, assemble the outputs.
+
+All of a job's pending segments go to the worker's engine together (`job_runner.start_plan_generation`), tagged
+with the job, its queue and priority, so the engine batches them beside every other job's; this task thread
+then handles their frames as they come and stores each segment the moment it finishes.
 
 A segment is the unit of durability: its audio and latents are written to the job's folder, then its row
-is marked done, so a rerun (after a crash, a kill or a lost broker) generates only what is missing. The
-job's heartbeat is refreshed from a side thread, so a long segment never looks like a dead worker; every
-frame checks the job's cancel flag, so a cancel lands within one step. Listeners hear a segment while it
-generates: its frames go out as `audio` events every few frames (`workers.live_audio`).
+is marked done, so a rerun (after a crash, a kill or a lost broker) generates only what is missing; a
+segment still generating keeps its latents so far on disk (`_PartialLatents`), and a rerun replays them. The
+job's heartbeat is refreshed from a side thread, so a long segment never looks like a dead worker; after every
+engine step the job looks whether its lease was lost or its cancel asked for (`workers.cancel_watch` reads every
+job's flag ten times a second), so a cancel stops all its segments within about a step.
+Listeners hear every segment while it generates: its frames go out as `audio` events every few frames
+(`workers.live_audio`). When the engine itself dies, the job is left as it is (running, held by this
+process) and `EngineDied` tells the task to end the process, so that its supervisor restarts it and the job
+runs again.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 import numpy as np
 
 from core.db import Database
-from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent
+from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent, eta_seconds
 from core.job_scripts import read_script
 from core.models import JobState
 from core.settings import Settings
@@ -31,28 +42,49 @@ from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
 from workers import job_records
 from workers.assembly import Episode, chapters_from_turns, normalize_loudness, write_episode
-from workers.job_records import ClaimedJob, SegmentRecord
+from workers.cancel_watch import CancelWatch
+from workers.job_records import ClaimedJob, PlannedSegment, SegmentRecord
 from workers.job_runner import (
+    GeneratedSegment,
     GenerationModel,
-    estimated_frames,
-    generate_plan_segment,
+    PendingSegment,
+    PlanGeneration,
+    Scheduling,
+    SegmentFailed,
+    SegmentFinished,
+    SegmentFrame,
+    engine_failure,
     lay_out_episode,
     plan_job,
+    segment_seed,
     shared_model,
+    start_plan_generation,
 )
 from workers.live_audio import LiveAudio
+from workers.quarantine import Quarantine
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.5
+CRASH_TEST_FRAME = 8
+WAIT_SECONDS = 0.1  # the longest a job waits for its segments' next events before checking cancel and lease again
 
 
 class JobCancelled(Exception):
-    """The job's cancel flag was set; raised from the frame callback to stop the generation."""
+    """The job's cancel flag was set; raised by the job's check after an engine step, to stop all its segments."""
 
 
 class LeaseLost(Exception):
     """Another worker holds the job now (this one was presumed dead); stop without touching the job."""
+
+
+class GenerationFailed(Exception):
+    """A segment failed (the engine's reason, or no audio at all): the job fails with it."""
+
+
+class EngineDied(Exception):
+    """The worker's engine loop died: no job of this process can run. The job is not at fault and is left as it
+    is; the process must end (`workers.tasks`), so that it is restarted and its jobs run again."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +95,8 @@ class WorkerServices:
     database: Database
     data: DataFolder
     events: EventPublisher
+    cancels: CancelWatch  # the cancel flags of the jobs this process runs, read for all of them at once
+    quarantine: Quarantine = field(default_factory=Quarantine)  # suspects of a worker's death run alone
 
     def model(self) -> GenerationModel:
         settings = self.settings
@@ -71,7 +105,8 @@ class WorkerServices:
             settings.device,
             settings.dtype,
             slots=settings.engine_slots,
-            max_context=settings.engine_max_context,
+            kv_memory=settings.engine_kv_memory,
+            interactive_slowdown=settings.engine_interactive_slowdown,
         )
 
 
@@ -100,13 +135,23 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
         return
     logger.info("job claimed", extra={"job_id": job_id, "holder": job.holder, "revision": job.revision})
     services.events.publish(job.id, StateEvent(state=JobState.RUNNING))
-    with _Heartbeat(services, job) as heartbeat:
+    suspect = job.worker_deaths > 0
+    if suspect:
+        logger.warning("job was running when a worker died; it runs alone", extra={"job_id": job.id})
+    waiting = functools.partial(job_records.set_waiting, services.database, job)
+    with (
+        _Heartbeat(services, job) as heartbeat,
+        services.cancels.watching(job.id) as cancelled,
+        services.quarantine.run(suspect, waiting),
+    ):
         try:
-            audio_seconds = _run(services, job, heartbeat)
+            audio_seconds = _run(services, job, _Stops(heartbeat.lost, cancelled))
         except JobCancelled:
             _finish(services, job, JobState.CANCELLED)
         except LeaseLost:
             logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id})
+        except EngineDied:
+            raise  # not the job's failure: it stays running under this process, which ends
         except Exception as error:
             logger.exception("job failed", extra={"job_id": job.id})
             _finish(services, job, JobState.FAILED, error=_describe(error))
@@ -131,25 +176,49 @@ def _finish(
         logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": error})
 
 
-def _run(services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat) -> float:
+@dataclass(frozen=True)
+class _Stops:
+    """What stops a running job: its lease lost (another worker holds it now), or its cancel asked for."""
+
+    lease_lost: threading.Event
+    cancelled: threading.Event
+
+
+def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops) -> float:
     folder = services.data.job(job.id)
-    plan = plan_job(read_script(folder, job.revision), job.mode, job.max_segment_seconds)
-    planned = [(segment.index, estimated_frames(segment)) for segment in plan.segments]
+    if left := folder.remove_temporaries():  # an earlier attempt killed mid-write
+        logger.info("removed temporaries of an earlier attempt", extra={"job_id": job.id, "files": len(left)})
+    script = read_script(folder, job.revision)
+    plan = plan_job(script, job.mode, job.max_segment_seconds)
+    planned = [PlannedSegment(s.index, s.estimated_frames, segment_seed(job.seed, s.index)) for s in plan.segments]
     records = job_records.prepare_segments(services.database, job, planned, plan.estimated_frames)
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
-    watcher = _FrameWatcher(services, job, heartbeat, plan)
+    settings = services.settings
+    watcher = _FrameWatcher(services, job, stops, plan, crash_test=_marked(script, settings.crash_on_script_text))
     stored: dict[int, PlacedSegment] = {}
+    pending: list[tuple[Segment, SegmentRecord]] = []
     for segment, record in zip(plan.segments, records, strict=True):
         kept = _stored_segment(services.data, record)
         if kept is None:
-            kept = _generate(services, job, folder, plan, segment, record.seed, voices, watcher)
+            pending.append((segment, record))
         else:
             logger.info("segment already stored; not regenerated", extra={"job_id": job.id, "segment": segment.index})
             watcher.skip(record.frames)
-        stored[segment.index] = kept
+            stored[segment.index] = kept
+    fault = _marked(script, settings.engine_fault_on_script_text)
+    groups = [pending] if pending else []  # every pending segment at once
+    if settings.worker_sequential_segments:  # one after another: the benchmark's comparison with the old workers
+        groups = [[item] for item in pending]
+    for group in groups:
+        stored |= _generate(services, job, folder, plan, group, voices, watcher, engine_fault=fault)
     audio, turns = lay_out_episode(plan, stored)
     _write_outputs(folder, job.formats, audio, turns)
     return len(audio) / SAMPLE_RATE
+
+
+def _marked(script: str, marker: str | None) -> bool:
+    """Whether a test hook's marker text (`Settings.crash_on_script_text` and the like) is in the script."""
+    return bool(marker) and marker in script
 
 
 def _stored_segment(data: DataFolder, record: SegmentRecord) -> PlacedSegment | None:
@@ -166,59 +235,98 @@ def _generate(
     job: ClaimedJob,
     folder: JobFolder,
     plan: Plan,
-    segment: Segment,
-    seed: int,
+    pending: list[tuple[Segment, SegmentRecord]],
     voices: dict[int, np.ndarray],
     watcher: _FrameWatcher,
-) -> PlacedSegment:
-    job_records.record_segment_started(services.database, job, segment.index)
-    watcher.start_segment(segment.index)
-    partial = _PartialLatents(folder.segment_partial_latents(segment.index))
-    live = LiveAudio(services.events, job.id, segment.index, services.settings.stream_chunk_frames)
-    resume = partial.stored()
-    if resume is not None:
-        job_records.record_segment_resumed(services.database, job, segment.index, len(resume))
-        logger.info("segment resumed", extra={"job_id": job.id, "segment": segment.index, "frames": len(resume)})
-    generated = generate_plan_segment(
-        services.model(),
+    *,
+    engine_fault: bool,
+) -> dict[int, PlacedSegment]:
+    """Generate every pending segment at once, storing each the moment it finishes; the stored segments.
+
+    The first segment to fail fails the job with its reason, and the others are cancelled; so are they all
+    when the job is cancelled or its lease lost.
+    """
+    runs = {segment.index: _SegmentRun(services, job, folder, segment, record.seed) for segment, record in pending}
+    for index, run in runs.items():
+        watcher.start_segment(index, resumed=run.resumed)
+    watcher.report()
+    model = services.model()
+    generation = start_plan_generation(
+        model,
         plan,
-        segment,
+        [PendingSegment(segment, record.seed, runs[segment.index].resume) for segment, record in pending],
         voices,
         cfg_scale=job.cfg_scale,
         diffusion_steps=job.diffusion_steps,
-        seed=seed,
-        on_frame=watcher,
-        on_latent=partial.add,
-        on_audio=live.add,
-        resume_latents=resume,
+        scheduling=Scheduling(job=job.id, interactive=job.queue == "interactive", priority=job.priority),
+        engine_fault=engine_fault,
     )
-    live.flush()
-    audio_path = write_audio(folder.segment_audio(segment.index), generated.audio, "FLOAT")
-    latents_path = atomic_write(
-        folder.segment_latents(segment.index), lambda handle: np.save(handle, generated.latents)
-    )
+    placed: dict[int, PlacedSegment] = {}
+    try:
+        while generation.running:
+            for update in generation.updates(WAIT_SECONDS):
+                if isinstance(update, SegmentFrame):
+                    runs[update.index].add(update)
+                    watcher.frame(update.index, update.frames)
+                elif isinstance(update, SegmentFinished):
+                    placed[update.index] = _store(services, job, runs[update.index], update.generated, watcher)
+                elif isinstance(update, SegmentFailed):
+                    _give_up(model, generation, update)
+            watcher.check()
+    except BaseException:
+        generation.cancel()
+        raise
+    return placed
+
+
+def _give_up(model: GenerationModel, generation: PlanGeneration, failed: SegmentFailed) -> None:
+    """Raise why a segment failed: `EngineDied` when the engine's loop died under it, else `GenerationFailed`."""
+    generation.cancel()
+    if (why := engine_failure(model)) is not None:
+        raise EngineDied(why)
+    raise GenerationFailed(failed.message)
+
+
+class _SegmentRun:
+    """One segment generating: its partial latents on disk, its live audio, what an earlier attempt left."""
+
+    def __init__(self, services: WorkerServices, job: ClaimedJob, folder: JobFolder, segment: Segment, seed: int):
+        self.services = services
+        self.folder = folder
+        self.index = segment.index
+        self.seed = seed
+        job_records.record_segment_started(services.database, job, segment.index)
+        self.partial = _PartialLatents(folder.segment_partial_latents(segment.index))
+        self.live = LiveAudio(services.events, job.id, segment.index, services.settings.stream_chunk_frames)
+        self.resume = self.partial.stored()
+        self.resumed = 0 if self.resume is None else len(self.resume)
+        if self.resume is not None:
+            job_records.record_segment_resumed(services.database, job, segment.index, self.resumed)
+            logger.info("segment resumed", extra={"job_id": job.id, "segment": segment.index, "frames": self.resumed})
+
+    def add(self, frame: SegmentFrame) -> None:
+        self.partial.add(frame.latent)
+        self.live.add(frame.samples)
+
+
+def _store(
+    services: WorkerServices, job: ClaimedJob, run: _SegmentRun, generated: GeneratedSegment, watcher: _FrameWatcher
+) -> PlacedSegment:
+    """Store a finished segment: its audio and latents, then its row (done, with the job's progress), then say so."""
+    run.live.flush()
+    index = run.index
+    audio_path = write_audio(run.folder.segment_audio(index), generated.audio, "FLOAT")
+    latents_path = atomic_write(run.folder.segment_latents(index), lambda handle: np.save(handle, generated.latents))
     turns = tuple((t.index, t.speaker_name, t.text, t.start, t.end) for t in generated.turns)
-    record = SegmentRecord(
-        index=segment.index,
-        done=True,
-        frames=generated.frames,
-        seed=seed,
-        audio_path=services.data.relative(audio_path),
-        turns=turns,
-    )
-    frames_done, segments_done = watcher.end_segment(generated.frames)
+    data = services.data
+    record = SegmentRecord(index, True, generated.frames, run.seed, data.relative(audio_path), turns)
+    frames_done, segments_done = watcher.end_segment(index, generated.frames)
     job_records.record_segment_done(
-        services.database,
-        job,
-        record,
-        generated.seconds,
-        services.data.relative(latents_path),
-        frames_done,
-        segments_done,
+        services.database, job, record, generated.seconds, data.relative(latents_path), frames_done, segments_done
     )
-    partial.discard()
-    services.events.publish(job.id, SegmentEvent(index=segment.index, seconds=round(generated.seconds, 3)))
-    logger.info("segment stored", extra={"job_id": job.id, "segment": segment.index, "frames": generated.frames})
+    run.partial.discard()
+    services.events.publish(job.id, SegmentEvent(index=index, seconds=round(generated.seconds, 3)))
+    logger.info("segment stored", extra={"job_id": job.id, "segment": index, "frames": generated.frames})
     return PlacedSegment(audio=generated.audio, turns=generated.turns)
 
 
@@ -227,8 +335,7 @@ def _write_outputs(
 ) -> None:
     """Every requested audio format, each with its transcript and chapters, written atomically."""
     episode = Episode(audio=normalize_loudness(audio), turns=turns, chapters=chapters_from_turns(turns))
-    for audio_format in formats:
-        write_episode(episode, folder.output(f"episode.{audio_format}"))
+    write_episode(episode, *(folder.output(f"episode.{audio_format}") for audio_format in formats))
 
 
 class _PartialLatents:
@@ -267,68 +374,97 @@ class _PartialLatents:
         self.path.unlink(missing_ok=True)
 
 
-class _FrameWatcher:
-    """The per-frame callback: stops on cancel or a lost lease, reports progress at most twice a second."""
+@dataclass
+class _Generating:
+    """A segment's count while it generates."""
 
-    def __init__(self, services: WorkerServices, job: ClaimedJob, heartbeat: _Heartbeat, plan: Plan) -> None:
+    resumed: int  # frames replayed from an earlier attempt: done, not generated now
+    frames: int = 0  # frames handed over so far (a replay counts again from 1)
+
+    @property
+    def done(self) -> int:
+        return max(self.frames, self.resumed)  # a resumed segment's stored frames come back in a burst first
+
+    @property
+    def generated(self) -> int:
+        return max(0, self.frames - self.resumed)
+
+
+class _FrameWatcher:
+    """A job's progress over its segments generating side by side; stops it on cancel or a lost lease.
+
+    `frames_done` is the frames of the stored segments plus, for each one generating, what it has made (or
+    replayed) so far: it never goes back, however the segments' frames interleave. Progress is reported at
+    most every `PROGRESS_INTERVAL_SECONDS`; the ETA goes by the frames generated in this attempt.
+    """
+
+    def __init__(self, services: WorkerServices, job: ClaimedJob, stops: _Stops, plan: Plan, *, crash_test: bool):
         self.services = services
+        self.crash_test = crash_test  # see `Settings.crash_on_script_text`
         self.job = job
-        self.heartbeat = heartbeat
+        self.stops = stops
         self.frames_planned = plan.estimated_frames
         self.segments = len(plan.segments)
-        self.frames_before = 0  # frames of segments finished (or found stored) before the current one
+        self.frames_stored = 0  # frames of the segments done: found stored, or finished in this attempt
         self.segments_done = 0
-        self.segment = 0
-        self.generated_frames = 0  # generated in this attempt, for the speed behind the ETA
+        self.generating: dict[int, _Generating] = {}
+        self.generated_stored = 0  # frames generated in this attempt by segments now stored
         self.started = time.monotonic()
         self.last_report = 0.0
 
+    @property
+    def frames_done(self) -> int:
+        return self.frames_stored + sum(segment.done for segment in self.generating.values())
+
     def skip(self, frames: int) -> None:
-        self.frames_before += frames
+        """A segment found stored: its frames are done."""
+        self.frames_stored += frames
         self.segments_done += 1
 
-    def start_segment(self, index: int) -> None:
-        self.segment = index
-        self._report(self.frames_before, force=True)
+    def start_segment(self, index: int, resumed: int = 0) -> None:
+        """Segment `index` starts generating, `resumed` of its frames replayed from an earlier attempt."""
+        self.generating[index] = _Generating(resumed)
 
-    def end_segment(self, frames: int) -> tuple[int, int]:
-        self.frames_before += frames
-        self.generated_frames += frames
+    def frame(self, index: int, frames_in_segment: int) -> None:
+        """Segment `index` has made `frames_in_segment` frames."""
+        if self.crash_test and frames_in_segment >= CRASH_TEST_FRAME:
+            logger.critical("crash test: this worker dies now", extra={"job_id": self.job.id})
+            os.kill(os.getpid(), signal.SIGSEGV)
+        self.generating[index].frames = frames_in_segment
+
+    def end_segment(self, index: int, frames: int) -> tuple[int, int]:
+        """Segment `index` is stored with `frames` frames; the job's (frames done, segments done) for its row."""
+        self.generated_stored += max(0, frames - self.generating.pop(index).resumed)
+        self.frames_stored += frames
         self.segments_done += 1
-        self._report(self.frames_before, force=True, record=False)
-        return self.frames_before, self.segments_done
+        self.report(record=False)  # the segment's row carries the progress
+        return self.frames_done, self.segments_done
 
-    def __call__(self, frames_in_segment: int) -> None:
-        if self.heartbeat.lost.is_set():
+    def check(self) -> None:
+        """Stop the job (`LeaseLost`, `JobCancelled`) if it must stop; report progress if it is time to."""
+        if self.stops.lease_lost.is_set():
             raise LeaseLost(self.job.id)
-        if job_records.cancel_requested(self.services.database, self.job.id):
+        if self.stops.cancelled.is_set():
             raise JobCancelled(self.job.id)
-        self._report(self.frames_before + frames_in_segment, frames_in_segment=frames_in_segment)
+        if time.monotonic() - self.last_report >= PROGRESS_INTERVAL_SECONDS:
+            self.report()
 
-    def _report(
-        self, frames_done: int, *, force: bool = False, record: bool = True, frames_in_segment: int = 0
-    ) -> None:
-        now = time.monotonic()
-        if not force and now - self.last_report < PROGRESS_INTERVAL_SECONDS:
-            return
-        self.last_report = now
+    def report(self, *, record: bool = True) -> None:
+        """Publish a progress event now (and write the job's progress, with `record`)."""
+        now = self.last_report = time.monotonic()
+        frames_done = self.frames_done
         if record:
             job_records.record_progress(self.services.database, self.job, frames_done, self.segments_done)
+        generated = self.generated_stored + sum(segment.generated for segment in self.generating.values())
         event = ProgressEvent(
             state=JobState.RUNNING,
             frames_done=frames_done,
             frames_planned=self.frames_planned,
-            segment=self.segment,
+            segment=min(self.generating, default=self.segments - 1),
             segments=self.segments,
-            eta_seconds=self._eta(frames_done, self.generated_frames + frames_in_segment, now),
+            eta_seconds=eta_seconds(self.frames_planned, frames_done, generated, now - self.started),
         )
         self.services.events.publish(self.job.id, event)
-
-    def _eta(self, frames_done: int, generated: int, now: float) -> float | None:
-        elapsed = now - self.started
-        if generated <= 0 or elapsed <= 0:
-            return None
-        return round(max(0, self.frames_planned - frames_done) * elapsed / generated, 1)
 
 
 class _Heartbeat:

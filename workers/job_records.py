@@ -9,6 +9,7 @@ its connection mid-way (`retry_on_disconnect`): a job does not fail because a wr
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,6 +33,18 @@ class ClaimedJob:
     formats: tuple[str, ...]
     speakers: tuple[int, ...]  # speaker indices that have a voice in the job's inputs
     revision: int  # which revision's script to generate (0: as submitted)
+    worker_deaths: int  # earlier attempts that ended with their worker dead (a suspect runs alone)
+    queue: str  # "interactive" or "batch": its generations are scheduled as interactive work or not
+    priority: int  # 0..9
+
+
+@dataclass(frozen=True)
+class PlannedSegment:
+    """A segment of a job's plan as its row starts: its index, the frames it is expected to make, its seed."""
+
+    index: int
+    frames: int
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -41,7 +54,7 @@ class SegmentRecord:
     index: int
     done: bool
     frames: int
-    seed: int  # the segment's own seed (the job's seed + index, unless a regeneration drew another)
+    seed: int  # the segment's own seed (`segment_seed(job seed, index)`, unless a regeneration drew another)
     audio_path: str | None
     turns: tuple[tuple[int, str, str, float, float], ...]  # (turn index, speaker, text, start, end) in the segment
 
@@ -70,7 +83,14 @@ def claim_job(
         claimed = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.cancel_requested.is_(False), claimable)
-            .values(state=JobState.RUNNING, worker=holder, heartbeat_at=now, attempts=Job.attempts + 1, error=None)
+            .values(
+                state=JobState.RUNNING,
+                worker=holder,
+                waiting=False,
+                heartbeat_at=now,
+                attempts=Job.attempts + 1,
+                error=None,
+            )
         )
         if claimed.rowcount != 1:
             return None
@@ -89,6 +109,9 @@ def claim_job(
             formats=tuple(job.formats),
             speakers=tuple(int(speaker) for speaker in job.voices),
             revision=job.revision,
+            worker_deaths=job.worker_deaths,
+            queue=job.queue,
+            priority=job.priority,
         )
 
 
@@ -105,35 +128,43 @@ def beat(database: Database, job: ClaimedJob) -> bool:
 
 
 @retry_on_disconnect
-def cancel_requested(database: Database, job_id: str) -> bool:
+def set_waiting(database: Database, job: ClaimedJob, waiting: bool) -> None:
+    """Say whether the held job waits for its worker's quarantine (then its worker's death is not counted)."""
     with database.session() as session:
-        return bool(session.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+        session.execute(update(Job).where(Job.id == job.id, Job.worker == job.holder).values(waiting=waiting))
+
+
+@retry_on_disconnect
+def cancel_requested(database: Database, job_ids: Collection[str]) -> set[str]:
+    """Which of `job_ids` have had their cancel asked for; a read that never waits for writers (it runs often)."""
+    with database.reading() as session:
+        return set(session.scalars(select(Job.id).where(Job.id.in_(job_ids), Job.cancel_requested.is_(True))))
 
 
 @retry_on_disconnect
 def prepare_segments(
-    database: Database, job: ClaimedJob, planned: list[tuple[int, int]], frames_planned: int
+    database: Database, job: ClaimedJob, planned: list[PlannedSegment], frames_planned: int
 ) -> list[SegmentRecord]:
-    """Make sure a row exists for every planned (segment index, planned frames); return them all in order."""
+    """Make sure a row exists for every planned segment (a row already there keeps its seed); return them in order."""
     with database.session() as session:
         existing = {row.index: row for row in session.scalars(select(JobSegment).where(JobSegment.job_id == job.id))}
-        for index, frames in planned:
-            if index not in existing:
+        for segment in planned:
+            if segment.index not in existing:
                 row = JobSegment(
                     job_id=job.id,
-                    index=index,
-                    frames_planned=frames,
-                    seed=job.seed + index,
+                    index=segment.index,
+                    frames_planned=segment.frames,
+                    seed=segment.seed,
                     revision=job.revision,
                     turns=[],
                 )
                 session.add(row)
-                existing[index] = row
+                existing[segment.index] = row
         session.execute(
             update(Job).where(Job.id == job.id).values(frames_planned=frames_planned, segments_total=len(planned))
         )
         session.flush()
-        return [_record(existing[index]) for index, _ in planned]
+        return [_record(existing[segment.index]) for segment in planned]
 
 
 def _record(row: JobSegment) -> SegmentRecord:
@@ -232,15 +263,76 @@ def finish_job(
         return result.rowcount == 1
 
 
+@dataclass(frozen=True)
+class AbandonedJob:
+    """A running job whose worker is gone, and what became of it: queued again, or failed by the guard."""
+
+    id: str
+    queue: str
+    priority: int
+    worker_deaths: int
+    failed: bool
+
+
+def worker_deaths_error(deaths: int) -> str:
+    """Why the poison-job guard failed a job, and what to do about it."""
+    return (
+        f"the worker died {deaths} times while running this job (the limit is VOXCAST_MAX_WORKER_DEATHS={deaths}), "
+        "so it is not run again; the worker's log shows how it died; an admin can retry the job"
+    )
+
+
 @retry_on_disconnect
-def requeue_stale_jobs(database: Database, stale_after: float, now: datetime | None = None) -> list[Job]:
-    """Put back in the queue every running job whose holder has been silent for `stale_after` seconds."""
+def release_abandoned_jobs(
+    database: Database,
+    *,
+    max_worker_deaths: int,
+    stale_after: float | None = None,
+    dead_process: str | None = None,
+    now: datetime | None = None,
+) -> list[AbandonedJob]:
+    """Take back every running job whose worker is gone; each that was running counts one more worker death.
+
+    A worker is gone when its job's heartbeat is older than `stale_after` seconds (a kill, a crash, a hang),
+    or when it is `dead_process` ("<host>:<pid>", a process its supervisor saw end). A job below
+    `max_worker_deaths` is queued again (its stored segments are kept); one that reaches it is failed with
+    `worker_deaths_error`, so a job that crashes every worker it meets cannot take the service down forever.
+    A job that was only waiting for its worker's quarantine (`waiting`) had no part in the death: it is queued
+    again without one.
+    """
     now = now or utc_now()
+    gone = Job.state == JobState.RUNNING
+    if dead_process is not None:
+        gone = gone & Job.worker.startswith(f"{dead_process}:", autoescape=True)
+    if stale_after is not None:
+        gone = gone & (Job.heartbeat_at < now - timedelta(seconds=stale_after))
+    running = gone & Job.waiting.is_(False)
+    last_chance = Job.worker_deaths + 1 >= max_worker_deaths
+    deaths = Job.worker_deaths + 1
+    requeued = {"state": JobState.QUEUED, "worker": None, "waiting": False, "enqueued_at": now}
     with database.session() as session:
-        stale = session.scalars(
+        failed = session.execute(
             update(Job)
-            .where(Job.state == JobState.RUNNING, Job.heartbeat_at < now - timedelta(seconds=stale_after))
-            .values(state=JobState.QUEUED, worker=None, enqueued_at=now)
-            .returning(Job)
+            .where(running, last_chance)
+            .values(
+                state=JobState.FAILED,
+                worker=None,
+                worker_deaths=deaths,
+                finished_at=now,
+                error=worker_deaths_error(max_worker_deaths),
+            )
+            .returning(Job.id, Job.queue, Job.priority, Job.worker_deaths)
         ).all()
-        return list(stale)
+        queued = session.execute(
+            update(Job)
+            .where(running, ~last_chance)
+            .values(**requeued, worker_deaths=deaths)
+            .returning(Job.id, Job.queue, Job.priority, Job.worker_deaths)
+        ).all()
+        queued += session.execute(
+            update(Job)
+            .where(gone, Job.waiting.is_(True))
+            .values(**requeued)
+            .returning(Job.id, Job.queue, Job.priority, Job.worker_deaths)
+        ).all()
+    return [AbandonedJob(*row, failed=True) for row in failed] + [AbandonedJob(*row, failed=False) for row in queued]

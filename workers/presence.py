@@ -16,7 +16,7 @@ import redis
 from core.models import utc_now
 from core.worker_presence import EXPIRY_HEARTBEATS, WorkerStatus, worker_key
 from workers.job_execution import WorkerServices, process_name
-from workers.job_runner import engine_load
+from workers.job_runner import worker_engine
 
 logger = logging.getLogger(__name__)
 
@@ -42,17 +42,24 @@ class Presence:
             self._thread.join()
 
     def status(self) -> WorkerStatus:
-        load = engine_load(self.services.model())
+        engine = worker_engine(self.services.model())
+        load = engine.load
         return WorkerStatus(
             name=self.name,
             hostname=socket.gethostname(),
             pid=os.getpid(),
-            model=load.model,
-            device=load.device,
-            dtype=load.dtype,
-            slots=load.slots,
-            slots_in_use=load.slots_in_use,
+            model=engine.model,
+            device=engine.device,
+            dtype=engine.dtype,
+            chars_per_token=engine.chars_per_token,
+            slots=load.rows,
+            slots_in_use=load.rows_in_use,
             waiting=load.waiting,
+            kv_blocks=load.kv_blocks,
+            kv_blocks_in_use=load.kv_blocks_in_use,
+            kv_block_tokens=load.block_size,
+            longest_generation_tokens=load.longest_generation,
+            preemptions=load.preemptions,
             started_at=self.started_at,
             seen_at=utc_now(),
         )

@@ -3,7 +3,8 @@
 The database is the record of every job; Redis only carries messages. Two things can lose a job's message:
 - a worker dies mid-job (kill -9, OOM, power). Its message stays unacknowledged in Redis until the
   visibility timeout, which is longer than the longest job; the job's heartbeat, though, stops at once.
-  A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued.
+  A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued, and counts a worker
+  death: at `max_worker_deaths` it is failed instead (a job that crashes every worker must not do so forever).
 - Redis restarts without its data (or a send failed while it was down). A queued job older than
   `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
 A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
@@ -25,7 +26,7 @@ from core.db import Database
 from core.models import Job, JobState, utc_now
 from core.settings import Settings
 from workers.celery_app import QUEUE_KINDS, broker_key_prefix, enqueue_job, priority_list_keys
-from workers.job_records import requeue_stale_jobs
+from workers.job_records import AbandonedJob, release_abandoned_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +48,26 @@ def _task_id(message: dict) -> str:
     return str(message.get("headers", {}).get("id", ""))
 
 
-def sweep(settings: Settings, database: Database, celery: Celery, client: redis.Redis) -> list[str]:
-    """Re-enqueue every job a dead worker or the broker lost; returns their ids."""
+def send_back(settings: Settings, celery: Celery, abandoned: list[AbandonedJob], why: str) -> list[str]:
+    """Enqueue the abandoned jobs that were queued again, log the ones the guard failed; returns the ids sent."""
     resent = []
-    for job in requeue_stale_jobs(database, settings.stale_after_seconds):
-        logger.warning("worker went silent; job re-enqueued", extra={"job_id": job.id, "attempts": job.attempts})
+    for job in abandoned:
+        where = {"job_id": job.id, "worker_deaths": job.worker_deaths}
+        if job.failed:
+            logger.error(f"{why}; job failed: its worker died too often", extra=where)
+            continue
+        logger.warning(f"{why}; job re-enqueued", extra=where)
         enqueue_job(celery, settings.redis_namespace, job.id, job.queue, job.priority)
         resent.append(job.id)
+    return resent
+
+
+def sweep(settings: Settings, database: Database, celery: Celery, client: redis.Redis) -> list[str]:
+    """Re-enqueue every job a dead worker or the broker lost; returns their ids."""
+    abandoned = release_abandoned_jobs(
+        database, stale_after=settings.stale_after_seconds, max_worker_deaths=settings.max_worker_deaths
+    )
+    resent = send_back(settings, celery, abandoned, "worker went silent")
     cutoff = utc_now() - timedelta(seconds=settings.stale_after_seconds)
     with database.session() as session:
         waiting = session.execute(

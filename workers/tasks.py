@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import Any
 
 from celery import signals
@@ -21,26 +22,28 @@ from core.job_events import EventPublisher
 from core.logging import configure_logging
 from core.settings import Settings
 from core.storage import DataFolder
+from workers.cancel_watch import CancelWatch
 from workers.celery_app import RUN_JOB_TASK, app
-from workers.job_execution import WorkerServices, execute_job
+from workers.job_execution import EngineDied, WorkerServices, execute_job
 from workers.presence import Presence
 from workers.regeneration import REGENERATE_TASK
+from workers.supervisor import EXIT_ENGINE_DEAD, EXIT_MODEL_NOT_LOADED
 from workers.sweeper import Sweeper
 
 logger = logging.getLogger(__name__)
-
-EXIT_MODEL_NOT_LOADED = 3  # the worker's exit status when its model does not load
 
 
 @functools.cache
 def worker_services() -> WorkerServices:
     """This process's services, built once from the environment's settings."""
     settings = Settings.from_env()
+    database = Database.from_settings(settings)
     return WorkerServices(
         settings=settings,
-        database=Database.from_settings(settings),
+        database=database,
         data=DataFolder(settings.data_dir),
         events=EventPublisher.from_url(settings.redis_url, settings.redis_namespace),
+        cancels=CancelWatch(database),
     )
 
 
@@ -52,12 +55,31 @@ def worker_presence() -> Presence:
 
 @app.task(name=RUN_JOB_TASK)
 def run_job(job_id: str) -> None:
-    execute_job(worker_services(), job_id)
+    _execute_or_exit(job_id)
 
 
 @app.task(name=REGENERATE_TASK)
 def regenerate_job(job_id: str, revision: int) -> None:
-    execute_job(worker_services(), job_id, revision=revision)
+    _execute_or_exit(job_id, revision)
+
+
+def _execute_or_exit(job_id: str, revision: int | None = None) -> None:
+    """Run the job; if the engine died under it, end this process at once with `EXIT_ENGINE_DEAD`.
+
+    A dead engine fails every request it held and every new one, so no job of this process can run: the
+    process exits, its supervisor (serve's, or the container runtime) starts a new one, and the jobs it held,
+    still running under its name in the database, are taken back and run again (`workers.supervisor`; the
+    sweeper when no supervisor saw the exit). None is marked failed: they were not at fault.
+    """
+    try:
+        execute_job(worker_services(), job_id, revision=revision)
+    except EngineDied as error:
+        logger.critical(
+            "the engine died; this worker exits so that it is restarted and its jobs run again",
+            extra={"job_id": job_id, "error": str(error), "exit_status": EXIT_ENGINE_DEAD},
+        )
+        logging.shutdown()  # the line above reaches the log before the process goes
+        os._exit(EXIT_ENGINE_DEAD)
 
 
 @signals.setup_logging.connect

@@ -15,6 +15,7 @@ from api.schemas import JobList, JobView
 from api.services import jobs
 from api.services.event_stream import job_event_stream, read_job_view
 from api.services.submissions import read_submission
+from api.services.worker_report import generation_limits
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -35,8 +36,9 @@ TRANSCRIPT_MEDIA_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
     summary="Submit a script (JSON body, or multipart with a script file and voice files)",
 )
 async def create_job(request: Request, response: Response, caller: CurrentKey, services: ServicesDep) -> JobView:
+    limits = await generation_limits(services)
     async with read_submission(request) as submission:
-        view = await run_in_threadpool(jobs.submit_job, services, caller, submission)
+        view = await run_in_threadpool(jobs.submit_job, services, caller, submission, limits)
     response.headers["Location"] = f"/v1/jobs/{view.id}"
     return view
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Response
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentKey, ServicesDep
 from api.params import MAX_DATABASE_INT, JobId
 from api.schemas import RegenerationView, TurnRegeneration
 from api.services.regeneration import regenerate_turn
+from api.services.worker_report import generation_limits
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -20,7 +22,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
     response_model=RegenerationView,
     summary="Generate one turn of a done job again (new seed, optionally new text); the episode is rebuilt",
 )
-def regenerate(
+async def regenerate(
     job_id: JobId,
     turn: Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")],
     response: Response,
@@ -28,6 +30,8 @@ def regenerate(
     services: ServicesDep,
     change: Annotated[TurnRegeneration | None, Body()] = None,
 ) -> RegenerationView:
-    regeneration = regenerate_turn(services, caller, job_id, turn, change or TurnRegeneration())
+    limits = await generation_limits(services)
+    change = change or TurnRegeneration()
+    regeneration = await run_in_threadpool(regenerate_turn, services, caller, job_id, turn, change, limits)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return regeneration

@@ -1,14 +1,29 @@
-"""The per-job limits an installation sets: script length and minutes of audio.
+"""The per-job limits: script length and minutes of audio an installation sets, and what its workers can hold.
 
 The parser and the planner carry hard ceilings (200,000 characters, 90 minutes: what VibeVoice can
 generate in one episode); `max_script_chars` and `max_job_audio_minutes` let an installation hold jobs
-to less, for its GPU budget. Both are checked before anything is stored, as 422s naming the field.
+to less, for its GPU budget. A generation must also fit what a worker can hold in one pass: its model's
+context, within its K/V pool. The workers announce that length and their tokenizer's rate
+(`GenerationLimits`), and every generation of the plan is estimated against it: its prompt (text and
+voices) plus its estimated frames. All are checked before anything is stored, as 422s naming the field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from api.errors import InvalidInput, Problem
 from pipeline.plan import Plan
+from pipeline.prompt import estimated_prompt_tokens
+
+
+@dataclass(frozen=True)
+class GenerationLimits:
+    """The longest generation a live worker can hold (tokens: prompt and new), and its tokenizer's rate."""
+
+    longest_tokens: int
+    chars_per_token: float
 
 
 def check_script_length(text: str, max_chars: int) -> None:
@@ -40,3 +55,29 @@ def check_audio_minutes(plan: Plan, max_minutes: float, field: str) -> None:
                 )
             ]
         )
+
+
+def check_generation_lengths(
+    plan: Plan, voice_seconds: Mapping[int, float], limits: GenerationLimits | None, field: str
+) -> None:
+    """422 naming `field` when a generation of `plan` could not be held by any live worker in one pass.
+
+    Without `limits` (no worker has announced itself), nothing is checked here; the worker refuses such a
+    generation when it meets it, with the same numbers.
+    """
+    if limits is None:
+        return
+    for segment in plan.segments:
+        prompt = estimated_prompt_tokens(segment.text, voice_seconds, limits.chars_per_token)
+        frames = segment.estimated_frames
+        if prompt + frames <= limits.longest_tokens:
+            continue
+        where = f"lines {segment.turns[0].line} to {segment.turns[-1].line}"
+        what = (
+            f"the job's generation {segment.index + 1} of {len(plan.segments)} ({where}, about "
+            f"{segment.estimated_seconds / 60:.1f} minutes of audio) needs about {prompt + frames:,} tokens "
+            f"({prompt:,} of prompt and {frames:,} of audio), and the longest generation a worker here holds is "
+            f"{limits.longest_tokens:,} tokens (the model's context, within VOXCAST_ENGINE_KV_MEMORY); "
+            "split it with pause tags or use mode `turns`"
+        )
+        raise InvalidInput([Problem(field, what, kind="script_error", line=segment.turns[0].line)])

@@ -23,15 +23,29 @@ from starlette.datastructures import UploadFile
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
 from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView
-from api.services.job_limits import check_audio_minutes, check_script_length
+from api.services.job_limits import (
+    GenerationLimits,
+    check_audio_minutes,
+    check_generation_lengths,
+    check_script_length,
+)
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
-from core.job_events import FRAMES_PER_SECOND
+from core.job_events import FRAMES_PER_SECOND, eta_seconds
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
 from pipeline.plan import Plan, plan_script
-from pipeline.script import Script, ScriptError, Speaker, find_speaker, parse_script
+from pipeline.script import (
+    Script,
+    ScriptError,
+    Speaker,
+    check_speakable,
+    find_speaker,
+    parse_script,
+    same_speaker_message,
+    unknown_speaker_message,
+)
 from tokenizer.voice_prompt import VoicePrompt
-from workers.celery_app import enqueue_job
+from workers.celery_app import QueueKind, enqueue_job
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +62,11 @@ class JobSubmission:
     uploads: Mapping[str, UploadFile]  # speaker (as the client named it) -> recording
 
 
-def submit_job(services: ApiServices, caller: Caller, submission: JobSubmission) -> JobView:
+def submit_job(
+    services: ApiServices, caller: Caller, submission: JobSubmission, limits: GenerationLimits | None = None
+) -> JobView:
+    """Check, store and enqueue a job; `limits` are what the live workers hold in one generation (see
+    `job_limits.check_generation_lengths`)."""
     options = submission.options
     settings = services.settings
     check_script_length(submission.script, settings.max_script_chars)
@@ -60,21 +78,29 @@ def submit_job(services: ApiServices, caller: Caller, submission: JobSubmission)
     upload_names = {key: upload_name(upload.filename, f"voices.{key}") for key, upload in submission.uploads.items()}
     job_id = new_id()
     folder = services.data.job(job_id)
+    queue = options.queue or queue_by_size(plan, settings.interactive_max_seconds)
     try:
-        view = _store_job(services, caller, submission, script, uploads, upload_names, job_id)
+        view = _store_job(services, caller, submission, plan, queue, limits, uploads, upload_names, job_id)
     except BaseException:  # refused or failed: nothing of the job stays on disk
         shutil.rmtree(folder.root, ignore_errors=True)
         raise
-    logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": options.queue})
-    _send(services, job_id, options.queue, options.priority)
+    logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": queue})
+    _send(services, job_id, queue, options.priority)
     return view
+
+
+def queue_by_size(plan: Plan, interactive_max_seconds: float) -> QueueKind:
+    """The queue of a job that did not name one: `interactive` when its estimated audio is short, else `batch`."""
+    return "interactive" if plan.estimated_seconds <= interactive_max_seconds else "batch"
 
 
 def _store_job(
     services: ApiServices,
     caller: Caller,
     submission: JobSubmission,
-    script: Script,
+    plan: Plan,
+    queue: QueueKind,
+    limits: GenerationLimits | None,
     uploads: Mapping[str, VoicePrompt],
     upload_names: Mapping[str, str],
     job_id: str,
@@ -83,7 +109,10 @@ def _store_job(
     options = submission.options
     with services.database.session() as session:
         _check_room(session, caller, services.settings.max_jobs_in_flight)
-        stored, uploaded = _assign_voices(session, caller, script.speakers, options.voices, uploads)
+        stored, uploaded = _assign_voices(session, caller, plan.speakers, options.voices, uploads)
+        voice_seconds = {speaker: voice.seconds for speaker, voice in stored.items()}
+        voice_seconds |= {speaker: uploads[key].seconds for speaker, key in uploaded.items()}
+        check_generation_lengths(plan, voice_seconds, limits, "script")
         folder = services.data.job(job_id)
         atomic_write(folder.script, lambda handle: handle.write(submission.script.encode("utf-8")))
         sources: dict[str, str] = {}
@@ -98,7 +127,7 @@ def _store_job(
             owner_id=caller.key_id,
             state=JobState.QUEUED,
             mode=options.mode,
-            queue=options.queue,
+            queue=queue,
             priority=options.priority,
             title=options.title,
             generation={**options.settings.model_dump(), "max_segment_seconds": services.settings.max_segment_seconds},
@@ -111,9 +140,9 @@ def _store_job(
         return job_view(session, job)
 
 
-def _send(services: ApiServices, job_id: str, queue: str, priority: int) -> None:
+def _send(services: ApiServices, job_id: str, queue: QueueKind, priority: int) -> None:
     try:
-        enqueue_job(services.celery, services.settings.redis_namespace, job_id, queue, priority)  # type: ignore[arg-type]
+        enqueue_job(services.celery, services.settings.redis_namespace, job_id, queue, priority)
     except Exception as error:  # the broker is down: the job stays queued in the database for the sweeper
         logger.warning("could not enqueue; the sweeper will", extra={"job_id": job_id, "error": str(error)})
 
@@ -129,8 +158,11 @@ def _check_room(session: Session, caller: Caller, limit: int) -> None:
 
 
 def _parsed_script(text: str) -> Script:
+    """The script, once it parses and every turn has something to say aloud; else 422 naming its line."""
     try:
-        return parse_script(text)
+        script = parse_script(text)
+        check_speakable(script)
+        return script
     except ScriptError as error:
         raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
 
@@ -153,27 +185,28 @@ def _assign_voices(
     problems: list[Problem] = []
     stored: dict[int, Voice] = {}
     uploaded: dict[int, str] = {}
+    claimed_by: dict[int, str] = {}  # speaker -> the key that gave it its voice, to explain a second one
     for key, voice_id in voice_ids.items():
         field = f"voices.{key}"
         speaker = find_speaker(speakers, key)
         voice = session.get(Voice, voice_id)
         if speaker is None:
-            problems.append(Problem(field, _unknown_speaker(key, speakers)))
+            problems.append(Problem(field, unknown_speaker_message(speakers, key)))
         elif voice is None or not (caller.is_admin or voice.owner_id == caller.key_id):
             problems.append(Problem(field, f"no voice {voice_id!r}; upload one with POST /v1/voices"))
-        elif speaker in stored:
-            problems.append(Problem(field, f"{speakers[speaker].name} already has a voice"))
+        elif speaker in claimed_by:
+            problems.append(Problem(field, same_speaker_message(speakers, claimed_by[speaker], key)))
         else:
-            stored[speaker] = voice
+            stored[speaker], claimed_by[speaker] = voice, key
     for key in uploads:
         field = f"voices.{key}"
         speaker = find_speaker(speakers, key)
         if speaker is None:
-            problems.append(Problem(field, _unknown_speaker(key, speakers)))
-        elif speaker in stored or speaker in uploaded:
-            problems.append(Problem(field, f"{speakers[speaker].name} already has a voice"))
+            problems.append(Problem(field, unknown_speaker_message(speakers, key)))
+        elif speaker in claimed_by:
+            problems.append(Problem(field, same_speaker_message(speakers, claimed_by[speaker], key)))
         else:
-            uploaded[speaker] = key
+            uploaded[speaker], claimed_by[speaker] = key, key
     missing = [speaker.name for index, speaker in enumerate(speakers) if index not in stored and index not in uploaded]
     if missing and not problems:
         problems.append(
@@ -182,11 +215,6 @@ def _assign_voices(
     if problems:
         raise InvalidInput(problems)
     return stored, uploaded
-
-
-def _unknown_speaker(key: str, speakers: Sequence[Speaker]) -> str:
-    known = ", ".join(f"{speaker.key} ({speaker.name})" for speaker in speakers)
-    return f"the script has no speaker {key!r}; its speakers are {known}"
 
 
 def owned_job(session: Session, caller: Caller, job_id: str) -> Job:
@@ -261,7 +289,10 @@ def segment_audio_file(services: ApiServices, session: Session, caller: Caller, 
 
 
 def retry_job(services: ApiServices, job_id: str) -> JobView:
-    """Queue a failed or cancelled job again; the segments it already stored are kept."""
+    """Queue a failed or cancelled job again; the segments it already stored are kept.
+
+    Its count of worker deaths starts again: a job the poison-job guard failed gets the whole allowance back.
+    """
     with services.database.session() as session:
         job = session.get(Job, job_id)
         if job is None:
@@ -271,6 +302,7 @@ def retry_job(services: ApiServices, job_id: str) -> JobView:
         job.state = JobState.QUEUED
         job.cancel_requested = False
         job.error = None
+        job.worker_deaths = 0
         job.finished_at = None
         job.enqueued_at = utc_now()
         session.flush()
@@ -321,6 +353,8 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         error=job.error,
         audio_seconds=job.audio_seconds,
         revision=job.revision,
+        attempts=job.attempts,
+        worker_deaths=job.worker_deaths,
         outputs=outputs,
         created_at=job.created_at,
         started_at=job.started_at,
@@ -351,9 +385,9 @@ def _position(session: Session, job: Job) -> int | None:
 
 def _progress(job: Job, now: datetime) -> JobProgress:
     eta = None
-    if job.job_state is JobState.RUNNING and job.frames_done > 0 and job.started_at is not None:
+    if job.job_state is JobState.RUNNING and job.started_at is not None:
         elapsed = (now - job.started_at).total_seconds()
-        eta = round(max(0, job.frames_planned - job.frames_done) * elapsed / job.frames_done, 1)
+        eta = eta_seconds(job.frames_planned, job.frames_done, job.frames_done, elapsed)
     return JobProgress(
         frames_done=job.frames_done,
         frames_planned=job.frames_planned,

@@ -2,8 +2,9 @@
 
 The response listens on the job's Redis channel for `audio` chunks and sends each one on (`SpeechTrack`
 decides which bytes are new; a segment whose chunks were missed is sent from its stored file once it is
-stored, so the body is always the whole track). The response starts with the first audio: until then a
-failure is still a 502, a cancel a 409 and a client that hangs up a cancelled job, as without streaming.
+stored, which a `segment` event announces and every poll checks, so the body is always the whole track). The
+response starts with the first audio: until then a failure is still a 502, a cancel a 409 and a client that
+hangs up a cancelled job, as without streaming.
 
 What a streamed body is: the raw generated track (16-bit, 24 kHz mono), without the loudness
 normalisation the finished file gets (it needs the whole track), so it is quieter or louder than the
@@ -95,30 +96,33 @@ class LiveSpeech:
             if event is None and not self.subscription.alive:
                 await anyio.sleep(POLL_SECONDS)
             if isinstance(event, AudioEvent):
-                yield await self._stored_before(event.segment) + self.track.from_chunk(event)
+                yield self.track.from_chunk(event)
             elif isinstance(event, SegmentEvent):
-                yield await self._stored_before(event.index + 1)
+                yield await self._stored()
             if isinstance(event, StateEvent) or time.monotonic() - last_read >= POLL_SECONDS:
                 view = await run_in_threadpool(read_job_view, self.services, self.caller, self.job_id)
                 last_read = time.monotonic()
                 self.ended = JobState(view.state) in FINAL_STATES
                 if view.state == JobState.DONE:
-                    yield await self._stored_before(None)
+                    yield await self._stored(every=True)
                     return
+                yield await self._stored()  # a `segment` event Redis dropped
                 if view.state == JobState.FAILED:
                     raise GenerationFailed(f"speech job {self.job_id} failed: {view.error}")
                 if view.state == JobState.CANCELLED:
                     raise Conflict(f"speech job {self.job_id} was cancelled before it finished")
             yield b""
 
-    async def _stored_before(self, segment: int | None) -> bytes:
-        """The stored rest of every segment before `segment` (None: all) not wholly sent yet.
-
-        A later segment's chunk or a `segment` event means the worker has stored these.
+    async def _stored(self, *, every: bool = False) -> bytes:
+        """The stored rest of the track's current segment, and of each next one, while the worker has stored them
+        (its audio file is there: it is written whole, then renamed); with `every` (the job is done), all of them.
         """
         pieces = b""
-        while (current := self.track.segment) is not None and (segment is None or current < segment):
-            path = self.services.data.job(self.job_id).segment_audio(current)
+        folder = self.services.data.job(self.job_id)
+        while (current := self.track.segment) is not None:
+            path = folder.segment_audio(current)
+            if not every and not await run_in_threadpool(path.is_file):
+                break
             try:
                 samples = await run_in_threadpool(read_audio, path)
             except (OSError, RuntimeError) as error:

@@ -17,19 +17,21 @@ import logging
 import secrets
 from typing import cast
 
+import soundfile as sf
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import MAX_SEED, RegeneratedSegment, RegenerationView, TurnRegeneration
-from api.services.job_limits import check_audio_minutes
+from api.services.job_limits import GenerationLimits, check_audio_minutes, check_generation_lengths
 from api.services.jobs import job_view, owned_job
 from core.job_scripts import read_script, write_script
 from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from core.storage import JobFolder
 from pipeline.drafting.replies import script_to_text
-from pipeline.plan import Mode, Plan, plan_script
-from pipeline.script import Script, ScriptError, Turn, parse_script
+from pipeline.plan import Mode, Plan, plan_script, segment_seed
+from pipeline.script import Script, ScriptError, Turn, nothing_to_say, parse_script
 from workers.celery_app import QueueKind
 from workers.regeneration import enqueue_regeneration
 
@@ -37,7 +39,12 @@ logger = logging.getLogger(__name__)
 
 
 def regenerate_turn(
-    services: ApiServices, caller: Caller, job_id: str, turn: int, change: TurnRegeneration
+    services: ApiServices,
+    caller: Caller,
+    job_id: str,
+    turn: int,
+    change: TurnRegeneration,
+    limits: GenerationLimits | None = None,
 ) -> RegenerationView:
     with services.database.session() as session:
         job = owned_job(session, caller, job_id)
@@ -55,8 +62,9 @@ def regenerate_turn(
         if change.text is not None:
             plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
             check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
+            check_generation_lengths(plan, _voice_seconds(folder, len(plan.speakers)), limits, "text")
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
-        seeds = {index: (first_seed + offset) % (MAX_SEED + 1) for offset, index in enumerate(segments)}
+        seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(segments)}
         revision = job.revision + 1
         _start_revision(session, job, revision, seeds)
         write_script(folder, revision, script_text)
@@ -76,6 +84,11 @@ def regenerate_turn(
         text=edited.text,
         segments=[RegeneratedSegment(index=index, seed=seed) for index, seed in seeds.items()],
     )
+
+
+def _voice_seconds(folder: JobFolder, speakers: int) -> dict[int, float]:
+    """How long each speaker's voice prompt in the job's inputs is."""
+    return {speaker: sf.info(str(folder.voice(speaker))).duration for speaker in range(speakers)}
 
 
 def _text_problem(message: str) -> InvalidInput:
@@ -98,6 +111,8 @@ def _one_turn_text(text: str) -> str:
         raise _text_problem(error.message) from error
     if len(parsed.items) != 1:
         raise _text_problem("a pause tag would split the turn in two; a regenerated turn keeps the script's pauses")
+    if (problem := nothing_to_say(parsed.turns[0].text)) is not None:
+        raise _text_problem(f"the text {problem}; write the words to speak")
     return parsed.turns[0].text
 
 

@@ -38,6 +38,7 @@ from api.services.event_stream import POLL_SECONDS, read_job_view
 from api.services.jobs import JobSubmission, cancel_job, submit_job
 from core.job_events import JOB_EVENT, StateEvent, job_channel
 from core.models import FINAL_STATES, JobState, Voice
+from pipeline.script import nothing_to_say
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +129,19 @@ def speech_script(text: str) -> str:
 
 
 def submit_speech(services: ApiServices, caller: Caller, body: SpeechRequest) -> JobView:
-    """The speech as a queued one-turn job; 422 naming `input` or `voice` for what cannot be spoken."""
+    """The speech as a queued one-turn job; 422 naming `input` or `voice` for what cannot be spoken.
+
+    Control characters in `input` are dropped, as in scripts; an `input` with nothing to say aloud once they are
+    (only emoji, punctuation or symbols) is refused, with a bad `voice` in the same answer.
+    """
+    problems = _input_problems(body.input)
     with services.database.session() as session:
-        voice_id = _voice_for(session, caller, body.voice_key).id
+        try:
+            voice_id = _voice_for(session, caller, body.voice_key).id
+        except InvalidInput as error:
+            raise InvalidInput([*problems, *error.problems]) from error
+    if problems:
+        raise InvalidInput(problems)
     options = JobOptions(
         voices={"1": voice_id},
         mode="whole",
@@ -147,6 +158,12 @@ def submit_speech(services: ApiServices, caller: Caller, body: SpeechRequest) ->
     except InvalidInput as error:  # the script is the request's `input`: say so, without JSON line numbers
         problems = [Problem("input", problem.message, kind=problem.kind) for problem in error.problems]
         raise InvalidInput(problems) from error
+
+
+def _input_problems(text: str) -> list[Problem]:
+    """The problem of an `input` that gives the voice nothing to say, if it has one (the parser finds the rest)."""
+    problem = nothing_to_say(text)
+    return [] if problem is None else [Problem("input", f"input {problem}; write the words to speak")]
 
 
 def _voice_for(session: Session, caller: Caller, voice: str) -> Voice:

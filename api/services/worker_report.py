@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ApiServices
 from api.errors import ApiError
 from api.schemas import WorkerList, WorkerView
+from api.services.job_limits import GenerationLimits
 from core.models import Job, JobState
 from core.worker_presence import WorkerStatus, worker_key_pattern
 
@@ -22,7 +23,7 @@ class RedisUnavailable(ApiError):
 
 
 async def worker_list(services: ApiServices) -> WorkerList:
-    statuses = await _announced(services)
+    statuses = await announced_workers(services)
     running = await run_in_threadpool(_running_jobs, services)
     workers = [
         WorkerView(
@@ -31,10 +32,12 @@ async def worker_list(services: ApiServices) -> WorkerList:
         )
         for status in sorted(statuses, key=lambda status: status.name)
     ]
-    return WorkerList(workers=workers)
+    supervised = services.supervisor.status() if services.supervisor is not None else None
+    return WorkerList(workers=workers, supervised=supervised)
 
 
-async def _announced(services: ApiServices) -> list[WorkerStatus]:
+async def announced_workers(services: ApiServices) -> list[WorkerStatus]:
+    """Every worker seen within the last few heartbeats; `RedisUnavailable` when Redis does not answer."""
     pattern = worker_key_pattern(services.settings.redis_namespace)
     try:
         keys = [key async for key in services.redis.scan_iter(match=pattern)]
@@ -49,3 +52,16 @@ def _running_jobs(services: ApiServices) -> list[tuple[str, str]]:
     with services.database.session() as session:
         rows = session.execute(select(Job.id, Job.worker).where(Job.state == JobState.RUNNING, Job.worker.is_not(None)))
         return [(job_id, holder) for job_id, holder in rows]
+
+
+async def generation_limits(services: ApiServices) -> GenerationLimits | None:
+    """What the most capable live worker can hold in one generation; None when none is announced (or Redis
+    does not answer: the workers then refuse what they cannot hold, with the same numbers)."""
+    try:
+        workers = await announced_workers(services)
+    except RedisUnavailable:
+        return None
+    if not workers:
+        return None
+    best = max(workers, key=lambda worker: worker.longest_generation_tokens)
+    return GenerationLimits(best.longest_generation_tokens, best.chars_per_token)

@@ -1,27 +1,34 @@
-"""The serving engine: continuous batching of VibeVoice generations.
+"""The serving engine: continuous batching of VibeVoice generations over a paged K/V pool.
 
-Requests join and leave between steps. Each admitted request holds a slot (its caches live in the
-runner); waiting requests get a slot as soon as one frees. Every step the policy picks what runs, the
-runner runs it, and the engine turns the outcome into events and decides who has finished.
+The engine owns every request's life: it queues it, admits it when a row and K/V blocks are free (in the
+order `scheduler.admission_order` gives), grows its blocks a step at a time, preempts it when the pool
+runs dry (and replays it later, exactly), cancels, fails and finishes it, and turns the runner's outcomes
+into events. The runner (passed in: `ModelRunner`, or any object honouring `step_records`) only computes:
+each step the engine hands it a `StepInput` built from the requests' state and gets plain `RowOutcome`s
+back.
 
 The engine is driven either by a caller (`step()` / `run_until_idle()`, as tests and the CLI do) or by its
 own background thread (`start()`), as a worker does; `submit()` and `cancel()` are safe from any thread.
-It knows nothing of HTTP, queues or databases.
+If the loop itself fails (a bug, not a request's error), every request still waiting or running fails with
+the reason and the engine is dead: `wait()` returns, `dead` says why, and new requests fail at once, so a
+worker can exit and be restarted instead of hanging its jobs. It knows nothing of HTTP, queues or databases.
 """
 
 from __future__ import annotations
 
-import collections
 import heapq
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from pipeline.engine.kv_blocks import NULL_BLOCK, BlockPool, PoolExhausted
 from pipeline.engine.requests import (
     FINAL_EVENTS,
     EngineEvent,
@@ -29,92 +36,205 @@ from pipeline.engine.requests import (
     GenerationRequest,
     RequestHandle,
     RequestState,
-    RowOutcome,
 )
-from pipeline.engine.runner import ModelRunner
-from pipeline.engine.scheduler import POLICIES, RequestView, StepBudget
+from pipeline.engine.runner import ModelRunner, RunnerConfig
+from pipeline.engine.scheduler import (
+    INTERACTIVE_SLOWDOWN,
+    POLICIES,
+    OfflinePolicy,
+    OnlinePolicy,
+    Policy,
+    RequestView,
+    StepBudget,
+    admission_order,
+    choose_victim,
+)
+from pipeline.engine.step_records import (
+    DecodeRow,
+    FrameInputs,
+    PrefillChunk,
+    Replay,
+    RequestStart,
+    RowOutcome,
+    RunnerSpec,
+    StepInput,
+)
 from pipeline.model_loading import LoadedModel
 
 logger = logging.getLogger(__name__)
 
+STEP_ERRORS = (RuntimeError, torch.cuda.OutOfMemoryError)  # what a step may raise for one request's sake
+
+
+class Runner(Protocol):
+    """What the engine needs of a model runner (`runner.ModelRunner`; tests use a fake one)."""
+
+    spec: RunnerSpec
+
+    @property
+    def unread(self) -> frozenset[int]: ...
+
+    def overlaps(self, diffusion_steps: set[int]) -> bool: ...
+
+    def start_request(self, start: RequestStart) -> np.ndarray | None: ...
+
+    def finish_request(self, request_id: int, row: int) -> None: ...
+
+    def run(self, step: StepInput) -> list[RowOutcome]: ...
+
+    def flush(self) -> list[RowOutcome]: ...
+
+    def warm_up(self, diffusion_steps: int, max_keys: int) -> int: ...
+
 
 @dataclass(frozen=True)
 class EngineConfig:
-    slots: int = 16
-    max_context: int = 8192  # tokens per slot and branch: prompt + generated tokens
+    slots: int = 16  # rows: requests in one step at once
     policy: str = "online"  # "online" (streams, time to first audio) or "offline" (throughput)
     prefill_chunk: int = 512  # prompt tokens one request may prefill in one step
     token_budget: int | None = None  # LM tokens per step; default: slots + prefill_chunk
+    # The K/V pool: bytes (> 1) or a fraction (<= 1) of the GPU memory free once the model is loaded
+    # (None: the runner's default); `kv_blocks` sets the block count itself (tests, benchmarks).
+    kv_memory: float | None = None
+    kv_blocks: int | None = None
+    block_size: int = 16  # tokens per K/V block
     # Decode through the fixed-shape step (frame_step.py); None: on a GPU only.
     fixed_shapes: bool | None = None
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
     overlap: bool = True  # read a fixed-shape step back while the next one runs
+    # Online: a step holding interactive work takes at most this many times what its interactive rows alone take
+    # (batch rows beyond that sit the step out); see `OnlinePolicy`.
+    interactive_slowdown: float = INTERACTIVE_SLOWDOWN
+
+    def make_policy(self) -> Policy:
+        if self.policy == "online":
+            return OnlinePolicy(interactive_slowdown=self.interactive_slowdown)
+        return OfflinePolicy()
 
     def budget(self) -> StepBudget:
         tokens = self.token_budget if self.token_budget is not None else self.slots + self.prefill_chunk
         return StepBudget(max_batch=self.slots, token_budget=tokens, prefill_chunk=self.prefill_chunk)
 
 
+@dataclass(frozen=True)
+class EngineLoad:
+    """How full the engine is: rows and K/V blocks in use, requests waiting, the longest generation it holds."""
+
+    rows: int
+    rows_in_use: int
+    waiting: int
+    kv_blocks: int  # blocks that can be handed out
+    kv_blocks_in_use: int
+    block_size: int
+    longest_generation: int  # tokens (prompt and generated) one request can reach: context and pool allowing
+    preemptions: int  # since the engine started
+
+
 class Engine:
-    def __init__(self, loaded: LoadedModel, config: EngineConfig | None = None) -> None:
+    def __init__(self, runner: Runner, config: EngineConfig | None = None, loaded: LoadedModel | None = None) -> None:
+        """`loaded` is the model `runner` runs, for callers that build prompts with its processor; the engine
+        itself never touches it."""
         self.loaded = loaded
         self.config = config or EngineConfig()
         if self.config.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.config.policy!r}; use one of {', '.join(POLICIES)}")
-        self.policy = POLICIES[self.config.policy]()
-        self.budget = self.config.budget()
-        fixed = self.config.fixed_shapes if self.config.fixed_shapes is not None else loaded.device.type == "cuda"
-        self.runner = ModelRunner(
-            loaded,
-            self.config.slots,
-            self.config.max_context,
-            fixed_shapes=fixed,
-            cuda_graphs=self.config.cuda_graphs,
-            overlap=self.config.overlap,
-        )
-        self.eos_token_ids = _eos_token_ids(loaded)
+        self.runner = runner
+        self.spec = runner.spec
+        self.policy = self.config.make_policy()
+        self.budget = replace(self.config.budget(), max_batch=min(self.config.slots, self.spec.rows))
+        self.pool = BlockPool(self.spec.num_blocks, self.spec.block_size)
         self.active: dict[int, RequestState] = {}
-        self.free_slots = list(range(self.config.slots))  # a heap: the lowest free slot goes first
-        self.waiting: collections.deque[RequestHandle] = collections.deque()
+        self.free_rows = list(range(self.spec.rows))  # a heap: the lowest free row goes first
+        self.waiting: dict[int, RequestState] = {}  # insertion order; guarded by `lock` (submit adds from any thread)
         self.cancelled: set[int] = set()
-        # Every active request's latents so far, to rebuild its slot after a failed step; None once it cannot
-        # be rebuilt exactly (its speech ended mid-request).
-        self.delivered: dict[int, list[torch.Tensor] | None] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.stopping = False
+        self.dead: str | None = None  # why the loop died, once it has
+        self.preemptions = 0
+        self._admissions = itertools.count(1)
         logger.info(
             "engine ready",
             extra={
-                "slots": self.config.slots,
-                "cache_bytes": self.runner.cache_nbytes,
+                "rows": self.spec.rows,
+                "kv_blocks": self.pool.total,
+                "block_size": self.spec.block_size,
                 "policy": self.config.policy,
-                "fixed_shapes": fixed,
-                "cuda_graphs": self.runner.fixed is not None and self.runner.fixed.captured.enabled,
             },
         )
 
-    def warm_up(self, diffusion_steps: int = 10) -> int:
-        """Capture the decode step's CUDA graphs for every batch and context bucket; returns how many are held."""
-        return self.runner.warm_up(diffusion_steps, self.config.max_context)
+    @classmethod
+    def for_model(cls, loaded: LoadedModel, config: EngineConfig | None = None) -> Engine:
+        """An engine with a `ModelRunner` for `loaded`, sized by `config`."""
+        config = config or EngineConfig()
+        runner_config = RunnerConfig(
+            rows=config.slots,
+            block_size=config.block_size,
+            kv_memory=config.kv_memory,
+            kv_blocks=config.kv_blocks,
+            fixed_shapes=config.fixed_shapes,
+            cuda_graphs=config.cuda_graphs,
+            overlap=config.overlap,
+        )
+        return cls(ModelRunner(loaded, runner_config), config, loaded)
+
+    # --- the caller's side ------------------------------------------------------------------------------------
+
+    def warm_up(self, diffusion_steps: int = 10, max_keys: int = 8192) -> int:
+        """Capture the decode step's CUDA graphs for every batch and key bucket up to `max_keys`; returns how many
+        are held (the longer buckets are captured on first use)."""
+        return self.runner.warm_up(diffusion_steps, min(max_keys, self.spec.max_context))
+
+    @property
+    def longest_generation(self) -> int:
+        """Tokens (prompt plus new) one request may reach: the model's context, or what the whole pool holds
+        when every token is a frame (both branches full)."""
+        return min(self.spec.max_context, max(0, (self.pool.total // 2 - 1) * self.spec.block_size - 2))
+
+    def room_after(self, prompt_tokens: int) -> int:
+        """The most new tokens a request with this prompt may choose here: its context and the pool allowing
+        (0 when even the prompt does not fit)."""
+        low, high = 0, max(0, self.spec.max_context - prompt_tokens)
+        while low < high:  # the largest count whose blocks fit the pool
+            middle = (low + high + 1) // 2
+            if self._blocks_alone(prompt_tokens, middle) <= self.pool.total:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def refusal(self, prompt_tokens: int, max_new_tokens: int) -> str | None:
+        """Why a request of this size can never run here, or None when it can (alone, at worst)."""
+        needed = prompt_tokens + max_new_tokens
+        if needed > self.spec.max_context:
+            return (
+                f"the prompt ({prompt_tokens} tokens) plus up to {max_new_tokens} new tokens exceed the model's "
+                f"context of {self.spec.max_context} tokens"
+            )
+        blocks = self._blocks_alone(prompt_tokens, max_new_tokens)
+        if blocks > self.pool.total:
+            return (
+                f"the prompt ({prompt_tokens} tokens) plus up to {max_new_tokens} new tokens need {blocks} K/V blocks "
+                f"and the pool holds {self.pool.total}; raise VOXCAST_ENGINE_KV_MEMORY"
+            )
+        return None
 
     def submit(self, request: GenerationRequest) -> RequestHandle:
         """Queue a request; its events arrive on the returned handle."""
         handle = RequestHandle(request, self.cancel)
-        needed = request.prompt.length + request.max_new_tokens
-        if needed > self.config.max_context:
-            handle.deliver(
-                EngineEvent(
-                    request.request_id,
-                    EventKind.FAILED,
-                    reason=f"the prompt ({request.prompt.length} tokens) plus up to {request.max_new_tokens} new "
-                    f"tokens exceed the engine's context of {self.config.max_context} tokens",
-                )
-            )
+        problem = self.dead and f"the engine stopped: {self.dead}"
+        problem = problem or self.refusal(request.prompt.length, request.max_new_tokens)
+        if problem is not None:
+            handle.deliver(EngineEvent(request.request_id, EventKind.FAILED, reason=problem))
             return handle
+        state = RequestState(request, handle)
+        resumed = request.resume_latents
+        if resumed is not None and len(resumed):
+            state.tokens = [self.spec.diffusion_token_id] * len(resumed)
+            state.latents = list(resumed.float().cpu())
         with self.lock:
-            self.waiting.append(handle)
+            self.waiting[request.request_id] = state
         self.wake.set()
         return handle
 
@@ -128,28 +248,20 @@ class Engine:
         with self.lock:
             return not self.waiting and not self.active
 
-    def step(self) -> bool:
-        """Run one engine step; False when there was nothing to do."""
-        self._drop_cancelled()
-        self._admit()
-        views = [self._view(state) for state in self.active.values()]
-        if not views:
-            self.runner.flush()  # a step still in flight holds only requests that have ended
-            return False
-        plan = self.policy.plan(views, self.budget)
-        prefill = [(self.active[request_id], tokens) for request_id, tokens in plan.prefill]
-        decode = [self.active[request_id] for request_id in plan.decode]
-        try:
-            outcomes = self.runner.run(prefill, decode)
-        except (RuntimeError, torch.cuda.OutOfMemoryError):
-            batch = len({id(s): s for s in [*decode, *(s for s, _ in prefill)]})
-            logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
-            self._retry_alone(batch)
-            return True
-        now = time.monotonic()
-        for outcome in outcomes:
-            self._record(outcome, now)
-        return True
+    def load(self) -> EngineLoad:
+        """A snapshot of the engine's occupancy, safe to take from any thread while it steps."""
+        with self.lock:
+            waiting = len(self.waiting)
+        return EngineLoad(
+            rows=self.spec.rows,
+            rows_in_use=len(self.active),
+            waiting=waiting,
+            kv_blocks=self.pool.total,
+            kv_blocks_in_use=self.pool.in_use,
+            block_size=self.spec.block_size,
+            longest_generation=self.longest_generation,
+            preemptions=self.preemptions,
+        )
 
     def wait(self, handles: Sequence[RequestHandle], on_event: Callable[[EngineEvent], None]) -> None:
         """Pass every event of `handles` to `on_event` until each has had its final one.
@@ -184,147 +296,353 @@ class Engine:
         if self.thread is not None:
             self.thread.join()
 
+    # --- the loop ---------------------------------------------------------------------------------------------
+
     def _loop(self) -> None:
-        while not self.stopping:
-            if not self.step():
-                self.wake.wait(timeout=0.5)
-                self.wake.clear()
+        try:
+            while not self.stopping:
+                if not self.step():
+                    self.wake.wait(timeout=0.5)
+                    self.wake.clear()
+        except Exception as error:  # a bug in the loop: nobody may wait on it forever
+            self._die(f"{type(error).__name__}: {error}")
+
+    def _die(self, reason: str) -> None:
+        self.dead = reason
+        logger.critical("the engine loop failed; every request fails", extra={"error": reason}, exc_info=True)
+        with self.lock:
+            states = [*self.waiting.values(), *self.active.values()]
+            self.waiting.clear()
+        self.active.clear()
+        for state in states:
+            state.handle.deliver(EngineEvent(state.request_id, EventKind.FAILED, frames=state.frames, reason=reason))
+
+    def step(self) -> bool:
+        """Run one engine step; False when there was nothing to do."""
+        self._drop_cancelled()
+        self._admit()
+        if not self.active:
+            self._record_all(self.runner.flush())  # a step still in flight holds only requests that have ended
+            return False
+        plan = self.policy.plan([self._view(state) for state in self.active.values()], self.budget)
+        decode = [self.active[request_id] for request_id in plan.decode]
+        if decode and not self.runner.overlaps({state.request.diffusion_steps for state in decode}):
+            self._record_all(self.runner.flush())  # an eager step starts from every outcome read back
+            decode = [state for state in decode if state.request_id in self.active]
+        prefill = [(self.active[request_id], tokens) for request_id, tokens in plan.prefill]
+        prefill, decode = self._reserve(prefill, decode)
+        if not prefill and not decode:
+            return True
+        step = self._step_input(prefill, decode)
+        started = time.perf_counter()
+        try:
+            outcomes = self.runner.run(step)
+        except STEP_ERRORS:
+            logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
+            self._retry_alone(len(prefill) + len(decode))
+            return True
+        self.policy.observe(len(decode), sum(tokens for _, tokens in prefill), time.perf_counter() - started)
+        self._record_all(outcomes)
+        return True
+
+    def _view(self, state: RequestState) -> RequestView:
+        request = state.request
+        return RequestView(
+            request_id=request.request_id,
+            arrival=request.arrival,
+            prompt_remaining=state.prefill_length - state.prefilled,
+            has_audio=state.frames > 0,
+            streaming=request.streaming,
+            buffered_seconds=state.buffered_seconds(time.monotonic()),
+            job=request.job,
+            interactive=request.interactive,
+            priority=request.priority,
+            admitted=state.admitted,
+        )
+
+    # --- admission and preemption -------------------------------------------------------------------------
 
     def _admit(self) -> None:
-        while self.free_slots:
+        """Admit waiting requests in the scheduler's order while a row and their blocks are free.
+
+        An interactive request that finds no room preempts less important work, so it starts at this step.
+        """
+        with self.lock:
+            waiting = list(self.waiting.values())
+        if not waiting:
+            return
+        active_views = [self._view(state) for state in self.active.values()]
+        by_id = {state.request_id: state for state in waiting}
+        for request_id in admission_order([self._view(state) for state in waiting], active_views):
+            state = by_id[request_id]
+            if not self._room_for(state) and state.request.interactive:
+                self._make_room(state)
+            if not self._room_for(state):
+                return  # the others wait their turn: nobody jumps the queue by being smaller
             with self.lock:
-                if not self.waiting:
-                    return
-                handle = self.waiting.popleft()
-            request = handle.request
-            if request.request_id in self.cancelled:
-                self.cancelled.discard(request.request_id)
-                handle.deliver(EngineEvent(request.request_id, EventKind.CANCELLED, reason="cancelled while queued"))
-                continue
-            generator = torch.Generator().manual_seed(request.seed)
-            # Lowest first keeps the busy slots packed at the bottom, which the fixed-shape step's rows cover.
-            state = RequestState(request, handle, heapq.heappop(self.free_slots), generator)
-            replayed = self.runner.admit(state)
-            self.active[request.request_id] = state
-            handle.deliver(EngineEvent(request.request_id, EventKind.STARTED))
-            if replayed is not None:
-                self._deliver_replayed(state, replayed)
+                del self.waiting[request_id]
+            self._start(state)
+
+    def _room_for(self, state: RequestState) -> bool:
+        return bool(self.free_rows) and self._blocks_to_start(state) <= self.pool.free
+
+    def _make_room(self, state: RequestState) -> None:
+        """Preempt less important requests until `state` fits, or none is left to preempt."""
+        importance = (int(state.request.interactive), state.request.priority)
+        while not self._room_for(state):
+            victim = choose_victim([self._view(s) for s in self.active.values()], below=importance)
+            if victim is None:
+                return
+            self._preempt(self.active[victim], "an interactive request needed room")
+
+    def _blocks_to_start(self, state: RequestState) -> int:
+        """Blocks a request needs to be admitted: its whole prompt (and replay), and its visible negative entries."""
+        prefill = state.request.prompt.length + max(0, len(state.tokens) - 1)
+        frames, visible_from = self._negative_after(state.tokens)
+        negative = self.pool.blocks_for(frames + 1) - max(0, visible_from // self.spec.block_size - 1)
+        return self.pool.blocks_for(prefill + 1) + negative
+
+    def _blocks_alone(self, prompt_tokens: int, max_new_tokens: int) -> int:
+        """The most blocks a request can ever hold: both branches full (its negative one from the first frame)."""
+        return self.pool.blocks_for(prompt_tokens + max_new_tokens + 1) + self.pool.blocks_for(max_new_tokens + 2)
+
+    def _negative_after(self, tokens: Sequence[int]) -> tuple[int, int]:
+        """(entries, visible start) of the negative branch after `tokens`: an entry a frame, hidden at speech starts."""
+        frames = visible_from = 0
+        for token in tokens:
+            if token == self.spec.diffusion_token_id:
+                frames += 1
+            elif token == self.spec.speech_start_token_id:
+                visible_from = frames
+        return frames, visible_from
+
+    def _start(self, state: RequestState) -> None:
+        """Give `state` a row and blocks, and its runner a start: a fresh prompt, or a replay of what it made."""
+        state.row = heapq.heappop(self.free_rows)  # lowest first keeps busy rows packed for the fixed-shape step
+        state.admitted = next(self._admissions)
+        state.generator = torch.Generator().manual_seed(state.request.seed)
+        state.noise_queue.clear()
+        frames, visible_from = self._negative_after(state.tokens)
+        state.negative.length = frames
+        state.negative.visible_from = visible_from
+        hidden = visible_from // self.spec.block_size  # blocks wholly hidden: none held, but the first's
+        if hidden > 0:
+            state.negative.table.extend([*self.pool.take(1), *[NULL_BLOCK] * (hidden - 1)])
+        state.negative.grow(self.pool, frames + 1)
+        state.positive.grow(self.pool, state.request.prompt.length + max(0, len(state.tokens) - 1) + 1)
+        state.prefill_length = state.request.prompt.length + max(0, len(state.tokens) - 1)
+        state.prefilled = 0
+        state.replayed = bool(state.tokens)
+        self.active[state.request_id] = state
+        replay = Replay(tuple(state.tokens), torch.stack(state.latents)) if state.tokens else None
+        if replay is not None and not state.latents:
+            replay = Replay(replay.tokens, torch.zeros(0, self.spec.latent_dim))
+        start = RequestStart(
+            state.request_id, state.row, state.request.prompt, state.generator, replay, state.negative.span()
+        )
+        audio = self.runner.start_request(start)
+        for _ in state.latents:  # the noise `generate()` drew for the frames already made
+            torch.randn(2, self.spec.latent_dim, generator=state.generator, dtype=torch.float32)
+        if not state.started:
+            state.started = True
+            state.handle.deliver(EngineEvent(state.request_id, EventKind.STARTED))
+        if audio is not None:
+            self._deliver_replayed(state, audio)
 
     def _deliver_replayed(self, state: RequestState, audio: np.ndarray) -> None:
-        """Hand over the frames a resumed request already had, so its caller gets the whole segment."""
-        latents = state.request.resume_latents
-        state.first_audio_at = time.monotonic()
-        for frame, samples in enumerate(audio):
-            state.frames += 1
-            state.new_tokens += 1
-            self._record_frame(state, samples, latents[frame].float().cpu())
-        if state.new_tokens >= state.request.max_new_tokens:
+        """Hand over the replayed frames the caller does not have yet (a resumed job's, not a preempted request's)."""
+        for frame in range(state.frames, len(audio)):
+            self._deliver_frame(state, audio[frame], state.latents[frame])
+        self._finish_if_done(state)
+
+    def _preempt(self, state: RequestState, why: str) -> None:
+        """Take the request's row and blocks back; it waits again and will replay what it made, losing nothing."""
+        self.active.pop(state.request_id)
+        self.runner.finish_request(state.request_id, state.row)
+        self._release(state)
+        state.preemptions += 1
+        self.preemptions += 1
+        where = {"request_id": state.request_id, "why": why, "tokens": len(state.tokens)}
+        logger.info("request preempted", extra=where)
+        with self.lock:
+            self.waiting[state.request_id] = state
+
+    def _release(self, state: RequestState) -> None:
+        state.positive.release(self.pool)
+        state.negative.release(self.pool)
+        if state.row is not None:
+            heapq.heappush(self.free_rows, state.row)
+            state.row = None
+
+    def _reserve(
+        self, prefill: list[tuple[RequestState, int]], decode: list[RequestState]
+    ) -> tuple[list[tuple[RequestState, int]], list[RequestState]]:
+        """Grow every planned request's blocks for this step, preempting the least important when the pool is dry.
+
+        Returns the plan without the requests preempted on the way.
+        """
+        unread = self.runner.unread
+        needs = [(state, state.positive.length + tokens, None) for state, tokens in prefill]
+        needs += [(state, state.positive.length + 1, 1 + (state.request_id in unread)) for state in decode]
+        for state, positive, negative in needs:
+            while state.request_id in self.active:
+                try:
+                    state.positive.grow(self.pool, positive)
+                    state.negative.grow(self.pool, state.negative.length + (1 if negative is None else negative))
+                    break
+                except PoolExhausted:
+                    victim = choose_victim([self._view(s) for s in self.active.values()])
+                    self._preempt(self.active[victim], "the K/V pool ran dry")
+        return (
+            [(state, tokens) for state, tokens in prefill if state.request_id in self.active],
+            [state for state in decode if state.request_id in self.active],
+        )
+
+    # --- a step ---------------------------------------------------------------------------------------------
+
+    def _step_input(self, prefill: list[tuple[RequestState, int]], decode: list[RequestState]) -> StepInput:
+        """The step's record from the requests' state, then the state the launch itself settles: the positive
+        entries written and the prompt positions consumed."""
+        unread = self.runner.unread
+        chunks = tuple(
+            PrefillChunk(
+                state.request_id,
+                state.row,
+                state.prefilled,
+                tokens,
+                state.positive.span(),
+                self._frame_inputs(state, False) if self._chooses_after(state, tokens) else None,
+            )
+            for state, tokens in prefill
+        )
+        rows = tuple(
+            DecodeRow(state.request_id, state.row, state.positive.span(), self._frame_inputs(state, carried))
+            for state, carried in ((state, state.request_id in unread) for state in decode)
+        )
+        for state, tokens in prefill:
+            state.prefilled += tokens
+            state.positive.length += tokens
+        for state in decode:
+            state.positive.length += 1
+        return StepInput(chunks, rows)
+
+    @staticmethod
+    def _chooses_after(state: RequestState, tokens: int) -> bool:
+        """Whether a prefill chunk of `tokens` ends the prompt of a request that then chooses its first token
+        (a replayed request does not: its next input is its last replayed token's)."""
+        return state.prefilled + tokens >= state.prefill_length and not state.replayed
+
+    def _frame_inputs(self, state: RequestState, carried: bool) -> FrameInputs:
+        noise = self._noise(state, 0)
+        return FrameInputs(
+            state.negative.span(),
+            noise,
+            self._noise(state, 1) if carried else noise,
+            state.request.cfg_scale,
+            state.request.diffusion_steps,
+            carried,
+        )
+
+    def _noise(self, state: RequestState, index: int) -> torch.Tensor:
+        """The noise of the request's frame `index` frames from now, drawn in order and kept until used.
+
+        `generate()` draws a CFG pair per frame and denoises the first. The fixed-shape step hands rows
+        their noise before it knows which make a frame, so draws wait in the request's queue until one does.
+        """
+        while len(state.noise_queue) <= index:
+            pair = torch.randn(2, self.spec.latent_dim, generator=state.generator, dtype=torch.float32)
+            state.noise_queue.append(pair[0])
+        return state.noise_queue[index]
+
+    def _record_all(self, outcomes: Sequence[RowOutcome]) -> None:
+        for outcome in outcomes:
+            state = self.active.get(outcome.request_id)
+            if state is not None:
+                self._record(state, outcome)
+
+    def _record(self, state: RequestState, outcome: RowOutcome) -> None:
+        state.tokens.append(outcome.token)
+        state.replayed = False
+        if outcome.made_frame:
+            state.negative.length += 1
+            state.noise_queue.pop(0)
+            state.latents.append(outcome.latent)
+            self._deliver_frame(state, outcome.audio, outcome.latent)
+        elif outcome.token == self.spec.speech_start_token_id:
+            state.negative.hide_history(self.pool)  # the CFG branch restarts with the speech
+        self._finish_if_done(state)
+
+    def _deliver_frame(self, state: RequestState, audio: np.ndarray, latent: torch.Tensor) -> None:
+        state.frames += 1
+        if state.first_audio_at is None:
+            state.first_audio_at = time.monotonic()
+        if state.frames == 1:
+            state.handle.deliver(EngineEvent(state.request_id, EventKind.FIRST_AUDIO, frames=1))
+        event = EngineEvent(state.request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent)
+        state.handle.deliver(event)
+
+    def _finish_if_done(self, state: RequestState) -> None:
+        if state.tokens and state.tokens[-1] in self.spec.eos_token_ids:
+            self._finish(state, EventKind.FINISHED, "eos")
+        elif len(state.tokens) >= state.request.max_new_tokens:
             self._finish(state, EventKind.FINISHED, "length")
+
+    def _finish(self, state: RequestState, kind: EventKind, reason: str) -> None:
+        if self.active.pop(state.request_id, None) is None:
+            return
+        if state.row is not None:
+            self.runner.finish_request(state.request_id, state.row)
+        self._release(state)
+        state.handle.deliver(EngineEvent(state.request_id, kind, frames=state.frames, reason=reason))
+
+    def _drop_cancelled(self) -> None:
+        with self.lock:
+            cancelled, self.cancelled = self.cancelled, set()
+            queued = [self.waiting.pop(request_id) for request_id in cancelled if request_id in self.waiting]
+        for state in queued:
+            state.handle.deliver(
+                EngineEvent(state.request_id, EventKind.CANCELLED, frames=state.frames, reason="cancelled while queued")
+            )
+        for request_id in cancelled & self.active.keys():
+            self._finish(self.active[request_id], EventKind.CANCELLED, "cancelled")
 
     def _retry_alone(self, batch: int) -> None:
         """After a failed step, fail only the requests that fail on their own (e.g. the one out of memory).
 
-        The failed step's outcomes are lost, and the slots it touched (caches, streams, noise) stand wherever
-        it stopped. So every active request is rebuilt from the frames it has delivered, as a resumed job is
-        (`runner.admit` replays them; its caller sees nothing of it), then steps alone until it chooses a
-        token: one that fails alone fails with its error, the others go on batched. When all of them go
-        through alone, the batch was too big: the step's batch cap is halved (down to 1) so it does not
-        fail again at the next step.
+        The failed step's outcomes are lost, and the rows and blocks it touched stand wherever it stopped. So
+        every active request is preempted (it replays what it made, as a resumed job does; its caller sees
+        nothing of it), then started again and stepped alone until it chooses a token: one that fails alone
+        fails with its error, the others go on batched. When all of them go through alone, the batch was too
+        big: the step's batch cap is halved (down to 1) so it does not fail again at the next step.
         """
+        self.runner.flush()  # whatever was in flight is lost with the failed step
+        states = list(self.active.values())
+        for state in states:
+            self._preempt(state, "an engine step failed")
         failed = 0
-        for request_id in list(self.active):
+        for state in states:
+            with self.lock:
+                del self.waiting[state.request_id]
             try:
-                state = self._rebuild(self.active[request_id])
-                outcomes: list[RowOutcome] = []
-                for _ in range(state.prefill_length // self.budget.prefill_chunk + 2):  # its prefill, then a token
-                    plan = self.policy.plan([self._view(state)], self.budget)
-                    prefill = [(state, tokens) for _, tokens in plan.prefill]
-                    outcomes = self.runner.run(prefill, [state] * len(plan.decode)) + self.runner.flush()
-                    if outcomes:
-                        break
-            except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
-                logger.error("request failed on its own", extra={"request_id": request_id, "error": str(error)})
-                self._finish(self.active[request_id], EventKind.FAILED, f"generation failed: {error}")
+                self._start(state)
+                self._step_alone(state)
+            except STEP_ERRORS as error:
+                logger.error("request failed on its own", extra={"request_id": state.request_id, "error": str(error)})
+                self.active.setdefault(state.request_id, state)
+                self._finish(state, EventKind.FAILED, f"generation failed: {error}")
                 failed += 1
-                continue
-            now = time.monotonic()
-            for outcome in outcomes:
-                self._record(outcome, now)
         if failed == 0 and batch > 1:
             self.budget = replace(self.budget, max_batch=max(1, min(self.budget.max_batch, batch) // 2))
             logger.warning(
                 "every request went through alone; batch cap lowered", extra={"max_batch": self.budget.max_batch}
             )
 
-    def _rebuild(self, state: RequestState) -> RequestState:
-        """A fresh state for `state`'s request in the same slot, brought to where its delivered frames left it."""
-        request_id = state.request.request_id
-        latents = self.delivered.get(request_id, [])
-        if latents is None:
-            raise RuntimeError("the request's slot cannot be rebuilt after its speech ended; generate it again")
-        request = replace(state.request, resume_latents=torch.stack(latents) if latents else None)
-        self.runner.release(state.slot)
-        rebuilt = RequestState(request, state.handle, state.slot, torch.Generator().manual_seed(request.seed))
-        self.active[request_id] = rebuilt  # before admitting: a failure there fails this state, slot and all
-        self.runner.admit(rebuilt)
-        rebuilt.frames, rebuilt.first_audio_at = state.frames, state.first_audio_at
-        rebuilt.new_tokens = state.new_tokens if latents else 0  # without frames it chooses its first token anew
-        return rebuilt
-
-    def _drop_cancelled(self) -> None:
-        with self.lock:
-            ids = self.cancelled & self.active.keys()
-            self.cancelled -= ids
-        for request_id in ids:
-            self._finish(self.active[request_id], EventKind.CANCELLED, "cancelled")
-
-    def _view(self, state: RequestState) -> RequestView:
-        return RequestView(
-            request_id=state.request.request_id,
-            arrival=state.request.arrival,
-            prompt_remaining=state.prefill_length - state.prefilled,
-            has_audio=state.frames > 0,
-            streaming=state.request.streaming,
-            buffered_seconds=state.buffered_seconds(time.monotonic()),
-        )
-
-    def _record(self, outcome: RowOutcome, now: float) -> None:
-        state = outcome.state
-        state.new_tokens += 1
-        if outcome.audio is None and state.frames > 0:
-            self.delivered[state.request.request_id] = None  # replaying frames could not bring this token back
-        if outcome.audio is not None:
-            state.frames += 1
-            if state.first_audio_at is None:
-                state.first_audio_at = now
-            self._record_frame(state, outcome.audio, outcome.latent)
-        if outcome.token in self.eos_token_ids:
-            self._finish(state, EventKind.FINISHED, "eos")
-        elif state.new_tokens >= state.request.max_new_tokens:
-            self._finish(state, EventKind.FINISHED, "length")
-
-    def _record_frame(self, state: RequestState, audio: np.ndarray, latent: torch.Tensor) -> None:
-        request_id = state.request.request_id
-        kept = self.delivered.setdefault(request_id, [])
-        if kept is not None:
-            kept.append(latent)
-        if state.frames == 1:
-            state.handle.deliver(EngineEvent(request_id, EventKind.FIRST_AUDIO, frames=1))
-        state.handle.deliver(EngineEvent(request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent))
-
-    def _finish(self, state: RequestState, kind: EventKind, reason: str) -> None:
-        request_id = state.request.request_id
-        if self.active.pop(request_id, None) is None:
-            return
-        self.delivered.pop(request_id, None)
-        self.runner.release(state.slot)
-        heapq.heappush(self.free_slots, state.slot)
-        state.handle.deliver(EngineEvent(request_id, kind, frames=state.frames, reason=reason))
-
-
-def _eos_token_ids(loaded: LoadedModel) -> frozenset[int]:
-    """The tokens that end a generation: the generation config's eos ids, else the model's."""
-    configured = loaded.model.generation_config.eos_token_id
-    if configured is None:
-        configured = loaded.model.config.eos_token_id
-    return frozenset(configured if isinstance(configured, list) else [configured])
+    def _step_alone(self, state: RequestState) -> None:
+        """Step `state` by itself through its prefill until it chooses a token (or finishes)."""
+        tokens = len(state.tokens)
+        while state.request_id in self.active and len(state.tokens) == tokens:
+            plan = self.policy.plan([self._view(state)], self.budget)
+            prefill = [(state, count) for _, count in plan.prefill]
+            decode = [state] * len(plan.decode)
+            prefill, decode = self._reserve(prefill, decode)
+            self._record_all(self.runner.run(self._step_input(prefill, decode)) + self.runner.flush())

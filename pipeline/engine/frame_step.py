@@ -1,32 +1,33 @@
 """The decode step at fixed shapes: no host synchronisation inside, so one CUDA graph can replay it.
 
-The eager step (`runner.py`) is shaped by the data: it gathers the decoding slots' caches, runs the
+The eager step (`runner.py`) is shaped by the data: it gathers the decoding rows' entries, runs the
 negative branch and the diffusion only for the rows that chose the diffusion token, and reads the chosen
 tokens in between. On a GPU that is a few hundred small kernel launches and several host round trips
-per frame, which cost more than the arithmetic. This step instead runs, for cache rows `0..rows-1`:
+per frame, which cost more than the arithmetic. This step instead runs, for rows `0..rows-1`:
 
-1. the positive LM forward (one token a row, keys read in place up to a bucketed length);
+1. the positive LM forward (one token a row, keys gathered from each row's blocks up to a bucketed length);
 2. the token choice against the choosable rows of the LM head, on the device;
-3. the negative LM forward, the whole diffusion loop, the acoustic decode and the semantic encode for
-   every row, whether or not it chose the diffusion token;
+3. the negative LM forward (its own key bucket: the branch reads only its blocks since its last speech
+   start), the whole diffusion loop, the acoustic decode and the semantic encode for every row, whether
+   or not it chose the diffusion token;
 4. each row's next input: its frame's embedding where it made a frame, its token's embedding otherwise.
 
 Rows that did not decode this step, or did not choose the diffusion token, throw their results away:
-their KV entries land past their lengths (never read), their codec streams keep their state (a masked
-update) and the host commits nothing for them. So the step is the eager step's arithmetic on a padded
-batch, and the parity tests hold it to the same audio.
+a row that sits the step out writes its entries past the end of its block table, into the null block that
+nothing reads; its codec streams keep their state (a masked update) and the host commits nothing for it.
+So the step is the eager step's arithmetic on a padded batch, and the parity tests hold it to the same audio.
 
-The host need not wait for a step before launching the next (`overlap` in the runner): what a row's next
-step depends on in its previous one (did it make a frame, did it start a new speech segment) stays on the
-device, in `previous`, and the host marks which rows carry on from the step still in flight (`carried`).
-For those, the step itself adds the unread frame to the negative branch's length, hides its history after
-an unread speech-start token, and takes the noise after the one the unread frame used.
+The host need not wait for a step before launching the next (`overlap`): what a row's next step depends on
+in its previous one (did it make a frame, did it start a new speech segment) stays on the device, in
+`previous`, and the host marks which rows carry on from the step still in flight (`carried`). For those,
+the step itself adds the unread frame to the negative branch's position, hides its history after an unread
+speech-start token, and takes the noise after the one the unread frame used.
 
-Shapes are bucketed (rows: powers of two up to the slot count; key length: powers of two up to the
-cache), so a handful of graphs cover every batch. On CUDA each (rows, key length, diffusion steps) is
-captured once, on first use, into one shared memory pool; elsewhere, or with graphs off, the same
-function runs eagerly. If a capture fails, graphs are switched off for good with a warning and the step
-runs eagerly, so a model that cannot be captured is slower, never wrong.
+Shapes are bucketed (rows: powers of two up to the row count; each branch's keys: powers of two up to the
+context), so a few graphs cover every batch. On CUDA each (rows, positive keys, negative keys, diffusion
+steps) is captured once, at warm-up or on first use, into one shared memory pool; elsewhere, or with graphs
+off, the same function runs eagerly. If a capture fails, graphs are switched off for good with a warning and
+the step runs eagerly, so a model that cannot be captured is slower, never wrong.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+
+from pipeline.engine.kv_blocks import CacheSpan
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +73,9 @@ def key_length_buckets(up_to: int, columns: int) -> list[int]:
 
 
 def key_length_bucket(needed: int, columns: int) -> int:
-    """Keys one forward reads: the next power of two at or above `needed`, within the cache's columns."""
+    """Keys one forward reads: the next power of two at or above `needed`, within the table's columns."""
     if needed > columns:
-        raise ValueError(f"{needed} keys exceed the cache's {columns} columns")
+        raise ValueError(f"{needed} keys exceed the block table's {columns} positions")
     size = SMALLEST_KEY_BUCKET
     while size < needed:
         size *= 2
@@ -84,79 +87,123 @@ class FrameStepKey:
     """What fixes a step's shapes, and so one captured graph."""
 
     rows: int
-    key_length: int
+    positive_keys: int
+    negative_keys: int
     diffusion_steps: int
 
 
-class FrameStepInputs:
-    """The static input buffers of every step, sized for all slots; a step of `rows` uses their first rows.
+class _HostStaging:
+    """Host copies of the per-step inputs; pinned on a GPU, so they go over in a few asynchronous copies."""
 
-    The host fills them before each step (`fill`: three small copies, from pinned memory on a GPU);
-    captured graphs read them at fixed addresses.
+    def __init__(self, rows: int, latent: int, table_width: int, pinned: bool) -> None:
+        self.tables = torch.zeros(2, rows, table_width, dtype=torch.long, pin_memory=pinned)
+        self.indices = torch.zeros(6, rows, dtype=torch.long, pin_memory=pinned)
+        self.noise = torch.zeros(2, rows, latent, dtype=torch.float32, pin_memory=pinned)
+        self.guidance = torch.zeros(rows, dtype=torch.float32, pin_memory=pinned)
+
+
+class FrameStepInputs:
+    """The static input buffers of every step, sized for all rows; a step of `rows` uses their first rows.
+
+    The host fills them before each step (`fill`: a few small copies, from pinned memory on a GPU);
+    captured graphs read them at fixed addresses. The host side is double-buffered: with overlap, the host
+    fills one step while the copies of the step before may still be waiting on the device stream.
+    Block tables are copied a row at a time, only for rows whose table changed since it was last sent
+    (a row takes a new block every `block_size` frames).
     """
 
-    def __init__(self, slots: int, hidden: int, latent: int, device: torch.device, dtype: torch.dtype) -> None:
-        self.inputs = torch.zeros(slots, 1, hidden, device=device, dtype=dtype)  # fed to both branches
+    def __init__(
+        self, rows: int, hidden: int, latent: int, table_width: int, device: torch.device, dtype: torch.dtype
+    ) -> None:
+        self.rows = rows
+        self.table_width = table_width
+        self.inputs = torch.zeros(rows, 1, hidden, device=device, dtype=dtype)  # fed to both branches
         # One long tensor for every per-row integer, so the host sends them in one copy.
-        self.indices = torch.zeros(6, slots, dtype=torch.long, device=device)
+        self.indices = torch.zeros(6, rows, dtype=torch.long, device=device)
         self.positive_positions, self.positive_visible_from = self.indices[0], self.indices[1]
         self.negative_positions, self.negative_visible_from = self.indices[2], self.indices[3]
         self.decoding = self.indices[4]  # 1 where the row decodes this step
         self.carried = self.indices[5]  # 1 where the row decoded in the step still in flight, for the same request
+        self.tables = torch.zeros(2, rows, table_width, dtype=torch.long, device=device)  # positive, negative
         # The noise of the row's next frame, and of the one after (used when the unread step made a frame).
-        self.noise = torch.zeros(2, slots, latent, device=device, dtype=dtype)
-        self.guidance = torch.zeros(slots, dtype=torch.float32, device=device)
-        self.row_index = torch.arange(slots, device=device)
+        self.noise = torch.zeros(2, rows, latent, device=device, dtype=dtype)
+        self.guidance = torch.zeros(rows, dtype=torch.float32, device=device)
+        self.row_index = torch.arange(rows, device=device)
         # Written by each step for the next: did the row make a frame, did it choose the speech-start token.
-        self.previous = torch.zeros(2, slots, dtype=torch.long, device=device)
+        self.previous = torch.zeros(2, rows, dtype=torch.long, device=device)
         pinned = device.type == "cuda"
-        self.host_indices = torch.zeros(6, slots, dtype=torch.long, pin_memory=pinned)
-        self.host_noise = torch.zeros(2, slots, latent, dtype=torch.float32, pin_memory=pinned)
-        self.host_guidance = torch.zeros(slots, dtype=torch.float32, pin_memory=pinned)
+        self._staging = [_HostStaging(rows, latent, table_width, pinned) for _ in range(2)]
+        self._launches = 0
+        self._sent_tables: list[list[tuple[int, ...] | None]] = [[None] * rows for _ in range(2)]
+
+    def past_every_table(self, block_size: int) -> int:
+        """A position beyond every row's block table: an entry written there lands in the null block."""
+        return self.table_width * block_size
 
     @contextlib.contextmanager
-    def no_row_decoding(self) -> Iterator[None]:
-        """Steps run inside leave no trace: no row decodes, and what they write for the next step is put back.
+    def no_row_decoding(self, block_size: int) -> Iterator[None]:
+        """Steps run inside leave no trace: no row decodes, every write lands in the null block, and what
+        they write for the next step is put back.
 
         For steps run only to warm up or capture, which may come while requests are mid-generation.
         """
-        decoding, previous = self.decoding.clone(), self.previous.clone()
+        indices, previous = self.indices.clone(), self.previous.clone()
         self.decoding.zero_()
+        self.positive_positions.fill_(self.past_every_table(block_size))
+        self.negative_positions.fill_(self.past_every_table(block_size))
         try:
             yield
         finally:
-            self.decoding.copy_(decoding)
+            self.indices.copy_(indices)
             self.previous.copy_(previous)
 
-    def fill(
-        self,
-        rows: int,
-        positive: tuple[list[int], list[int]],
-        negative: tuple[list[int], list[int]],
-        decoding: dict[int, RowInputs],
-    ) -> None:
-        """Rows `0..rows-1`: each branch's (lengths, visible starts) as the host knows them, and the decoding rows."""
-        host = self.host_indices[:, :rows]
-        host[:4] = torch.tensor([values[:rows] for values in (*positive, *negative)])
-        host[4:].zero_()
-        self.host_noise[:, :rows].zero_()
+    def fill(self, rows: int, decoding: dict[int, RowInputs], block_size: int) -> None:
+        """Rows `0..rows-1`: the decoding rows' positions, visible starts, block tables, noise and guidance;
+        every other row writes past its table (into the null block)."""
+        staging = self._staging[self._launches % 2]
+        self._launches += 1
+        host = staging.indices[:, :rows]
+        host.zero_()
+        host[0] = host[2] = self.past_every_table(block_size)
+        staging.noise[:, :rows].zero_()
         # Whole columns at once: a step of a few hundred rows would otherwise pay a tensor write per row and field.
-        decoding_rows = torch.tensor(list(decoding), dtype=torch.long)
+        row_ids = torch.tensor(list(decoding), dtype=torch.long)
         row_inputs = list(decoding.values())
-        host[4, decoding_rows] = 1
-        host[5, decoding_rows] = torch.tensor([inputs.carried for inputs in row_inputs], dtype=torch.long)
-        self.host_noise[0, decoding_rows] = torch.stack([inputs.noise for inputs in row_inputs])
-        self.host_noise[1, decoding_rows] = torch.stack([inputs.noise_after_frame for inputs in row_inputs])
-        self.host_guidance[decoding_rows] = torch.tensor([inputs.guidance for inputs in row_inputs])
+        columns = [
+            [(inputs.positive.length, inputs.positive.visible_from) for inputs in row_inputs],
+            [(inputs.negative.length, inputs.negative.visible_from) for inputs in row_inputs],
+        ]
+        for branch, values in enumerate(columns):
+            host[2 * branch : 2 * branch + 2, row_ids] = torch.tensor(values, dtype=torch.long).T
+        host[4, row_ids] = 1
+        host[5, row_ids] = torch.tensor([inputs.carried for inputs in row_inputs], dtype=torch.long)
+        staging.noise[0, row_ids] = torch.stack([inputs.noise for inputs in row_inputs])
+        staging.noise[1, row_ids] = torch.stack([inputs.noise_after_frame for inputs in row_inputs])
+        staging.guidance[row_ids] = torch.tensor([inputs.guidance for inputs in row_inputs])
         self.indices[:, :rows].copy_(host, non_blocking=True)
-        self.noise[:, :rows].copy_(self.host_noise[:, :rows], non_blocking=True)
-        self.guidance[:rows].copy_(self.host_guidance[:rows], non_blocking=True)
+        self.noise[:, :rows].copy_(staging.noise[:, :rows], non_blocking=True)
+        self.guidance[:rows].copy_(staging.guidance[:rows], non_blocking=True)
+        for row, inputs in decoding.items():
+            for branch, span in enumerate((inputs.positive, inputs.negative)):
+                self._send_table(staging.tables, branch, row, span.blocks)
+
+    def _send_table(self, tables: torch.Tensor, branch: int, row: int, blocks: tuple[int, ...]) -> None:
+        if self._sent_tables[branch][row] == blocks:
+            return
+        if len(blocks) > self.table_width:
+            raise ValueError(f"a block table of {len(blocks)} blocks is wider than the step's {self.table_width}")
+        tables[branch, row].zero_()
+        tables[branch, row, : len(blocks)] = torch.tensor(blocks, dtype=torch.long)
+        self.tables[branch, row].copy_(tables[branch, row], non_blocking=True)
+        self._sent_tables[branch][row] = blocks
 
 
 @dataclass(frozen=True)
 class RowInputs:
     """What the host gives one decoding row."""
 
+    positive: CacheSpan
+    negative: CacheSpan
     noise: torch.Tensor  # [latent] the noise of its next frame
     noise_after_frame: torch.Tensor  # the next frame's, if the step in flight made one for it (else = noise)
     guidance: float
@@ -176,9 +223,16 @@ class FrameStepOutputs:
 class CapturedSteps:
     """Runs a step function per key: replaying a CUDA graph captured on first use, or eagerly."""
 
-    def __init__(self, step: Callable[[FrameStepKey], FrameStepOutputs], inputs: FrameStepInputs, enabled: bool):
+    def __init__(
+        self,
+        step: Callable[[FrameStepKey], FrameStepOutputs],
+        inputs: FrameStepInputs,
+        block_size: int,
+        enabled: bool,
+    ) -> None:
         self.step = step
         self.inputs = inputs
+        self.block_size = block_size
         self.enabled = enabled
         self.graphs: dict[FrameStepKey, tuple[torch.cuda.CUDAGraph, FrameStepOutputs]] = {}
         self.pool: tuple[int, int] | None = None
@@ -203,13 +257,13 @@ class CapturedSteps:
     def _capture(self, key: FrameStepKey) -> tuple[torch.cuda.CUDAGraph, FrameStepOutputs]:
         """Warm the step up once (lazy buffers, kernel choices), then record it.
 
-        The warm-up really runs, so it runs with no row decoding: its KV writes land past every length and
+        The warm-up really runs, so it runs with no row decoding: its K/V writes land in the null block and
         the codec streams keep their state; what it writes for the next step is put back. Recording runs
         nothing.
         """
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with self.inputs.no_row_decoding(), torch.cuda.stream(side):
+        with self.inputs.no_row_decoding(self.block_size), torch.cuda.stream(side):
             self.step(key)
         torch.cuda.current_stream().wait_stream(side)
         if self.pool is None:

@@ -1,9 +1,9 @@
 """What a request to the engine is, what it reports back, and how far it has got.
 
 A request is one generation (a segment of a podcast): its model inputs, a frame budget, its own seeded
-random generator and its quality settings. The engine reports through events, in order: `started` (a slot
-was given), `first_audio`, one `audio` per frame (24 kHz samples and the frame's latent), and exactly one
-final event: `finished`, `cancelled` or `failed`.
+random generator and its quality settings. The engine reports through events, in order: `started` (it was
+given a row), `first_audio`, one `audio` per frame (24 kHz samples and the frame's latent), and exactly one
+final event: `finished`, `cancelled` or `failed`. A request preempted and replayed sends none of them again.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from pipeline.engine.kv_blocks import BranchBlocks
 
 _ids = itertools.count(1)
 
@@ -80,6 +82,11 @@ class GenerationRequest:
     # Frames an earlier, interrupted run already produced (their latents, [frames, latent_dim]): the engine
     # replays them instead of generating them again and carries on from the next frame.
     resume_latents: torch.Tensor | None = None
+    # Scheduling: the requests of one job share `job` (they take rows in turn with other jobs'), interactive
+    # work goes before batch work, and a higher `priority` (0 to 9) before a lower one.
+    job: str | None = None
+    interactive: bool = False
+    priority: int = 5
     request_id: int = field(default_factory=lambda: next(_ids))
     arrival: float = field(default_factory=time.monotonic)
 
@@ -124,20 +131,33 @@ class RequestHandle:
 
 @dataclass
 class RequestState:
-    """The engine's bookkeeping for an admitted request (host side; tensors live in the runner)."""
+    """The engine's bookkeeping for a request, waiting or admitted (tensors live in the runner).
+
+    `tokens` and `latents` are everything it has made (a resumed request starts with the frames it was given),
+    which is what replays it exactly after a preemption; `frames` counts the frames its caller has been handed.
+    """
 
     request: GenerationRequest
     handle: RequestHandle
-    slot: int
-    generator: torch.Generator
-    prefill_length: int = 0  # tokens to prefill: the prompt, plus replayed frames when resuming
+    tokens: list[int] = field(default_factory=list)
+    latents: list[torch.Tensor] = field(default_factory=list)
+    row: int | None = None  # while admitted
+    admitted: int = 0  # admission order (higher: more recent), for choosing whom to preempt
+    generator: torch.Generator | None = None
+    positive: BranchBlocks = field(default_factory=BranchBlocks)
+    negative: BranchBlocks = field(default_factory=BranchBlocks)
+    prefill_length: int = 0  # tokens to prefill: the prompt, plus the inputs of tokens being replayed
     prefilled: int = 0  # of those, already through the LM
-    resumed: bool = False
-    new_tokens: int = 0
-    frames: int = 0
+    replayed: bool = False  # its next input after the prefill is its last replayed token's: no choice then
+    frames: int = 0  # frames handed to the caller
     first_audio_at: float | None = None
-    cancel_requested: bool = False
+    started: bool = False  # `started` was sent
+    preemptions: int = 0
     noise_queue: list[torch.Tensor] = field(default_factory=list)  # drawn for the next frames, oldest first
+
+    @property
+    def request_id(self) -> int:
+        return self.request.request_id
 
     @property
     def in_prefill(self) -> bool:
@@ -152,13 +172,3 @@ class RequestState:
         if self.first_audio_at is None:
             return 0.0
         return self.audio_seconds - (now - self.first_audio_at)
-
-
-@dataclass(frozen=True)
-class RowOutcome:
-    """What one request got from a step: the chosen token and, for the diffusion token, a frame."""
-
-    state: RequestState
-    token: int
-    audio: np.ndarray | None = None  # [samples_per_frame] float32
-    latent: torch.Tensor | None = None  # [latent_dim] float32 CPU

@@ -1,21 +1,24 @@
 """The model side of an engine step: the only place in the engine that touches tensors.
 
-The runner owns, for every slot: both CFG branches' KV caches, the acoustic decoder's and semantic
-encoder's streaming states, and the embedding the slot feeds the LM next. A step is:
+The runner owns the K/V pool (`paged_kv.py`), and for every row: the acoustic decoder's and semantic
+encoder's streaming states, the embedding the row feeds the LM next, and the prompt embeddings of a
+request still prefilling. It takes plain records from the engine (`step_records.py`) and returns plain
+outcomes; which blocks a request holds, how long its branches are and what it draws next are the
+engine's, handed over in each record. A step is:
 
-1. prompt chunks through the LM (one forward per chunk), and one batched LM forward for every decoding slot;
+1. prompt chunks through the LM (one forward per chunk), and one batched LM forward for every decoding row;
 2. the token choice among the handful of tokens VibeVoice may emit, scored against just their rows of
    the LM head (the full 151,936-row head is never read);
-3. for the slots that chose the diffusion token: one batched negative-branch forward, one batched
+3. for the rows that chose the diffusion token: one batched negative-branch forward, one batched
    diffusion sampling per step count, one batched acoustic decode and one batched semantic encode,
-   giving each slot its frame of audio and its next input embedding.
+   giving each row its frame of audio and its next input embedding.
 
-With `fixed_shapes`, the decode rows of a step go through `frame_step.py` instead: the same arithmetic at
+With `fixed_shapes`, the decoding rows of a step go through `fixed_decoder.py` instead: the same arithmetic at
 bucketed shapes with no host synchronisation inside, replayed as a CUDA graph on a GPU. Prefill stays here.
 
-Randomness follows `generate()` for a request run alone (each request draws from its own generator, in
-the order and shapes `generate()` draws from the global one), so a request's audio does not depend on
-what else shares its batch.
+Randomness follows `generate()` for a request run alone: the engine draws each frame's noise from the
+request's own generator and hands it over; the runner draws, from the same generator, the σ-VAE noise of
+the request's voice latents when the request starts.
 """
 
 from __future__ import annotations
@@ -28,135 +31,160 @@ import torch
 
 from diffusion.dpm_solver import sample_with_guidance
 from pipeline.engine.fixed_decoder import FixedDecoder
-from pipeline.engine.kv_cache import FixedSlotView, KVCacheShape, SlotCacheView, SlotKVCache
-from pipeline.engine.requests import PromptInputs, RequestState, RowOutcome
+from pipeline.engine.kv_blocks import CacheSpan
+from pipeline.engine.paged_kv import KVPoolShape, PagedKVPool, PagedView, eager_view
+from pipeline.engine.requests import PromptInputs
+from pipeline.engine.step_records import (
+    FrameInputs,
+    PrefillChunk,
+    RequestStart,
+    RowOutcome,
+    RunnerSpec,
+    StepInput,
+)
 from pipeline.model_loading import LoadedModel
 from tokenizer.streaming import SlotConvCache
 
+DEFAULT_CPU_KV_BYTES = 1 << 30  # K/V pool on the CPU when no budget is given
+DEFAULT_GPU_KV_FRACTION = 0.8  # of the GPU memory free once the model is loaded; the rest is the step's workspace
+REPLAY_CHUNK_FRAMES = 64  # frames streamed through the codec, and negative entries written, per forward
+
 
 @dataclass(frozen=True)
-class _ChosenRow:
-    state: RequestState
+class RunnerConfig:
+    rows: int = 16  # requests in one step at once
+    block_size: int = 16  # tokens per K/V block
+    # The K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
+    # None: DEFAULT_GPU_KV_FRACTION on a GPU, DEFAULT_CPU_KV_BYTES on the CPU. `kv_blocks` (blocks) wins.
+    kv_memory: float | None = None
+    kv_blocks: int | None = None
+    fixed_shapes: bool | None = None  # None: on a GPU only
+    cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
+    overlap: bool = True  # read a fixed-shape step back while the next one runs
+
+
+@dataclass(frozen=True)
+class ChosenRow:
+    """A row whose token the eager step chooses, with what making its frame needs."""
+
+    request_id: int
+    row: int
     hidden: torch.Tensor  # [hidden] last positive hidden state
     positive_input: torch.Tensor | None  # [1, hidden] what the positive branch was fed (None: it was the prompt)
+    frame: FrameInputs
 
 
 class ModelRunner:
-    def __init__(
-        self,
-        loaded: LoadedModel,
-        slots: int,
-        capacity: int,
-        *,
-        fixed_shapes: bool = False,
-        cuda_graphs: bool = False,
-        overlap: bool = False,
-    ) -> None:
+    def __init__(self, loaded: LoadedModel, config: RunnerConfig | None = None) -> None:
+        config = config or RunnerConfig()
+        self.loaded = loaded
         self.model = loaded.model
         self.inner = loaded.model.model
         self.device = loaded.device
         self.dtype = loaded.dtype
-        config = loaded.model.config
-        text = config.text_config
+        model_config = loaded.model.config
+        text = model_config.text_config
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-        shape = KVCacheShape(text.num_hidden_layers, text.num_key_value_heads, head_dim, capacity)
-        self.positive = SlotKVCache(shape, slots, self.device, self.dtype)
-        self.negative = SlotKVCache(shape, slots, self.device, self.dtype)
-        self.acoustic = SlotConvCache(slots)
-        self.semantic = SlotConvCache(slots)
-        self.next_embeds = torch.zeros(slots, 1, text.hidden_size, device=self.device, dtype=self.dtype)
-        self.prompt_embeds: dict[int, torch.Tensor] = {}
-        self.audio_token_id = config.audio_token_id
-        self.audio_bos_token_id = config.audio_bos_token_id
+        shape = KVPoolShape(text.num_hidden_layers, text.num_key_value_heads, head_dim, config.block_size)
+        self.pool = PagedKVPool(shape, _pool_blocks(config, shape, self.device, self.dtype), self.device, self.dtype)
+        self.acoustic = SlotConvCache(config.rows)
+        self.semantic = SlotConvCache(config.rows)
+        self.next_embeds = torch.zeros(config.rows, 1, text.hidden_size, device=self.device, dtype=self.dtype)
+        self.prompt_embeds: dict[int, torch.Tensor] = {}  # request id -> prompt (and replayed frames) not yet prefilled
+        self.row_owner: list[int | None] = [None] * config.rows  # request id per row, to drop stale read-backs
+        self.audio_token_id = model_config.audio_token_id
+        self.audio_bos_token_id = model_config.audio_bos_token_id
         # Sorted, so ties resolve to the lowest token id, as an argmax over the masked vocabulary does.
         self.choosable_ids = sorted(
-            {config.audio_bos_token_id, config.audio_eos_token_id, config.audio_token_id, config.eos_token_id}
+            {
+                model_config.audio_bos_token_id,
+                model_config.audio_eos_token_id,
+                model_config.audio_token_id,
+                model_config.eos_token_id,
+            }
         )
         self.choosable_head = self.model.lm_head.weight[self.choosable_ids].detach()
-        self.latent_dim = config.audio_config.hidden_size
-        self.vae_std = config.audio_config.vae_std
-        self.hop_length = config.audio_config.hop_length
+        self.latent_dim = model_config.audio_config.hidden_size
+        self.vae_std = model_config.audio_config.vae_std
+        self.hop_length = model_config.audio_config.hop_length
+        self.spec = RunnerSpec(
+            rows=config.rows,
+            num_blocks=self.pool.num_blocks,
+            block_size=config.block_size,
+            max_context=text.max_position_embeddings,
+            latent_dim=self.latent_dim,
+            eos_token_ids=_eos_token_ids(loaded),
+            diffusion_token_id=self.audio_token_id,
+            speech_start_token_id=self.audio_bos_token_id,
+        )
+        fixed = config.fixed_shapes if config.fixed_shapes is not None else self.device.type == "cuda"
         self.fixed = (
-            FixedDecoder(self, slots, text.hidden_size, cuda_graphs=cuda_graphs, overlap=overlap)
-            if fixed_shapes
+            FixedDecoder(self, config.rows, text.hidden_size, cuda_graphs=config.cuda_graphs, overlap=config.overlap)
+            if fixed
             else None
         )
 
     @property
-    def cache_nbytes(self) -> int:
-        """Memory held for all slots: both KV caches, the next-input buffer (conv states grow on first use)."""
-        buffers = self.next_embeds.numel() * self.next_embeds.element_size()
-        return self.positive.nbytes + self.negative.nbytes + buffers
+    def memory_bytes(self) -> int:
+        """Memory held up front: the K/V pool and the next-input buffer (codec states grow on first use)."""
+        return self.pool.nbytes + self.next_embeds.numel() * self.next_embeds.element_size()
+
+    @property
+    def graphs_captured(self) -> bool:
+        return self.fixed is not None and self.fixed.captured.enabled
+
+    def overlaps(self, diffusion_steps: set[int]) -> bool:
+        """Whether decoding rows of these step counts go through the fixed-shape step, which can run while a
+        step is still unread; otherwise the engine reads every step back before building the next."""
+        return self.fixed is not None and len(diffusion_steps) == 1
+
+    @property
+    def unread(self) -> frozenset[int]:
+        """Requests with a decode step launched and not yet read back."""
+        return frozenset() if self.fixed is None else self.fixed.unread()
 
     @torch.inference_mode()
-    def admit(self, state: RequestState) -> np.ndarray | None:
-        """Give `state`'s slot a clean start and embed its prompt (voice latents drawn from its generator).
+    def start_request(self, start: RequestStart) -> np.ndarray | None:
+        """Give `start.row` to the request: clear its codec streams, embed its prompt, replay its frames.
 
-        A request resuming from stored latents gets them replayed, and their audio is returned
-        ([frames, samples_per_frame]); otherwise None.
+        Returns the replayed frames' audio ([frames, samples_per_frame]), or None without frames to replay.
         """
-        slot = state.slot
-        for cache in (self.positive, self.negative):
-            cache.reset(slot)
+        row = start.row
+        self.row_owner[row] = start.request_id
         for streams in (self.acoustic, self.semantic):
-            streams.reset(slot)
-        self.prompt_embeds[slot] = self._embed_prompt(state.request.prompt, state.generator)
-        state.prefill_length = state.request.prompt.length
-        if self.fixed is not None:
-            self.fixed.admit(state)
-        latents = state.request.resume_latents
-        if latents is None or len(latents) == 0:
+            streams.reset(row)
+        self.prompt_embeds[start.request_id] = self._embed_prompt(start.prompt, start.generator)
+        if start.replay is None or not start.replay.tokens:
             return None
-        return self._replay(state, latents)
+        return self._replay(start)
 
-    def _replay(self, state: RequestState, latents: torch.Tensor) -> np.ndarray:
-        """Bring a slot to where an uninterrupted run stood after these frames, without regenerating them.
-
-        After frame k, `generate()` has fed the positive branch the prompt and the embeddings of frames
-        1..k-1 (frame k's is its next input), fed the negative branch the speech start and frames 1..k-1,
-        streamed all k frames through the decoder and semantic encoder, and drawn k CFG noise pairs.
-        """
-        slot = state.slot
-        frames = len(latents)
-        for _ in range(frames):
-            torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)
-        latents = latents.to(self.device, self.dtype)
-        audio, embeds = self.stream_frames(latents.unsqueeze(0), torch.tensor([slot], device=self.device))
-        self.prompt_embeds[slot] = torch.cat([self.prompt_embeds[slot], embeds[:, :-1]], dim=1)
-        state.prefill_length += frames - 1
-        self.next_embeds[slot] = embeds[0, -1:]
-        bos = self.inner.get_input_embeddings()(torch.tensor([[self.audio_bos_token_id]], device=self.device))
-        self._forward(self.negative, [slot], torch.cat([bos, embeds[:, :-1]], dim=1))
-        state.resumed = True
-        return audio.float().reshape(frames, -1).cpu().numpy()
-
-    def release(self, slot: int) -> None:
-        """The slot's request is over: whatever of it is still in flight is dropped when read back."""
-        self.prompt_embeds.pop(slot, None)
-        if self.fixed is not None:
-            self.fixed.release(slot)
+    def finish_request(self, request_id: int, row: int) -> None:
+        """The request left its row (finished, cancelled, failed or preempted): drop what is left of it."""
+        self.prompt_embeds.pop(request_id, None)
+        if self.row_owner[row] == request_id:
+            self.row_owner[row] = None
 
     @torch.inference_mode()
-    def run(self, prefill: Sequence[tuple[RequestState, int]], decode: Sequence[RequestState]) -> list[RowOutcome]:
-        """One engine step; returns an outcome for every slot that chose a token this step."""
-        chosen: list[_ChosenRow] = []
-        for state, tokens in prefill:
-            hidden = self._prefill_chunk(state, tokens)
-            if not state.in_prefill and not state.resumed:  # a resumed slot's next input is its last frame
-                chosen.append(_ChosenRow(state, hidden, None))
-        if decode and self.fixed is not None and self.fixed.takes(decode):
-            outcomes = self.fixed.decode(decode)
-        else:
-            outcomes = self.flush()  # the eager step below may touch the slots of a step in flight
-            if decode:
-                slots = [state.slot for state in decode]
-                inputs = self.next_embeds[slots]
-                hidden = self._forward(self.positive, slots, inputs)
-                chosen += [_ChosenRow(s, hidden[i], inputs[i]) for i, s in enumerate(decode)]
+    def run(self, step: StepInput) -> list[RowOutcome]:
+        """One engine step; returns an outcome for every row that chose a token (with overlap, the previous
+        step's rows too, read back now)."""
+        chosen: list[ChosenRow] = []
+        for chunk in step.prefill:
+            hidden = self._prefill_chunk(chunk)
+            if chunk.frame is not None:
+                chosen.append(ChosenRow(chunk.request_id, chunk.row, hidden, None, chunk.frame))
+        outcomes: list[RowOutcome] = []
+        if step.decode and self.fixed is not None and self.overlaps({row.frame.diffusion_steps for row in step.decode}):
+            outcomes = self.fixed.decode(step.decode)
+        elif step.decode:
+            outcomes = self.flush()  # the engine reads a step in flight back before an eager one; none is left
+            inputs = self.next_embeds[[row.row for row in step.decode]]
+            hidden = self._forward([row.positive for row in step.decode], inputs)
+            for i, row in enumerate(step.decode):
+                chosen.append(ChosenRow(row.request_id, row.row, hidden[i], inputs[i], row.frame))
         if not chosen:
             return outcomes
-        tokens = self._choose_tokens(torch.stack([row.hidden for row in chosen]))
-        return outcomes + self._advance(chosen, tokens)  # older outcomes (read back late) first
+        return outcomes + self._advance(chosen, self.choose_tokens(chosen))  # older outcomes (read back late) first
 
     @torch.inference_mode()
     def warm_up(self, diffusion_steps: int, max_keys: int) -> int:
@@ -171,23 +199,13 @@ class ModelRunner:
         """The outcomes of a fixed-shape step still in flight (none without one)."""
         return [] if self.fixed is None else self.fixed.flush()
 
-    def noise_at(self, state: RequestState, index: int) -> torch.Tensor:
-        """The noise of the request's frame `index` frames from now, drawn in order and kept until used.
-
-        `generate()` draws a CFG pair per frame and denoises the first. The fixed-shape step hands rows
-        their noise before it knows which make a frame, so draws wait in the request's queue until one does.
-        """
-        while len(state.noise_queue) <= index:
-            state.noise_queue.append(torch.randn(2, self.latent_dim, generator=state.generator, dtype=torch.float32)[0])
-        return state.noise_queue[index]
-
-    def language_model(self, embeds: torch.Tensor, cache: SlotCacheView | FixedSlotView) -> torch.Tensor:
-        """The LM over `embeds` [batch, tokens, hidden] against `cache`; each row's last hidden state."""
+    def language_model(self, embeds: torch.Tensor, view: PagedView) -> torch.Tensor:
+        """The LM over `embeds` [rows, tokens, hidden] against `view`; each row's last hidden state."""
         output = self.inner.language_model(
             inputs_embeds=embeds,
-            attention_mask={"full_attention": cache.attention_mask},
-            position_ids=cache.position_ids,
-            past_key_values=cache,
+            attention_mask={"full_attention": view.attention_mask},
+            position_ids=view.position_ids,
+            past_key_values=view,
             use_cache=True,
         )
         return output.last_hidden_state[:, -1]
@@ -197,9 +215,74 @@ class ModelRunner:
     ) -> torch.Tensor:
         return sample_with_guidance(self.inner.diffusion_head, positive, negative, noise, guidance, steps)
 
+    def stream_frames(
+        self, latents: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents [rows, frames, latent] through each row's streaming decoder and semantic encoder.
+
+        Returns the audio [rows, 1, frames * samples_per_frame] and the LM input embedding of every frame
+        [rows, frames, hidden]: acoustic connector of the latent plus semantic connector of its audio.
+        `keep` (bool per row) says whose streams remember these frames; None: everyone's.
+        """
+        scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
+        acoustic = self.acoustic.rows(rows, keep)
+        audio = self.inner.audio_tower.decode(scaled, padding_cache=acoustic, use_cache=True).audio
+        semantic = self.inner.semantic_tokenizer_encoder(
+            audio, padding_cache=self.semantic.rows(rows, keep), use_cache=True
+        ).latents
+        embeds = self.inner.multi_modal_projector(latents) + self.inner.semantic_connector(semantic)
+        return audio, embeds.to(self.dtype)
+
+    def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.inner.get_input_embeddings()(tokens)
+
+    # --- starting a request -------------------------------------------------------------------------------
+
+    def _replay(self, start: RequestStart) -> np.ndarray:
+        """Bring the row and the branches to where an uninterrupted run stood after the replayed tokens.
+
+        After tokens t1..tn (frames among them), `generate()` has fed the positive branch the prompt and the
+        inputs of t1..t(n-1) (tn's is the next input), fed the negative branch, for every frame, what the
+        positive branch was fed in that frame's step (the speech start after the prompt for the first), with
+        its history hidden at each speech start, and streamed every frame through the decoder and encoder.
+        """
+        replay = start.replay
+        row = torch.tensor([start.row], device=self.device)
+        audio = [torch.zeros(0, self.hop_length)]
+        tokens = torch.tensor(replay.tokens, device=self.device)
+        inputs = self.token_embeddings(tokens)  # the input each chosen token became, in order
+        frame_inputs = []
+        for first in range(0, len(replay.latents), REPLAY_CHUNK_FRAMES):
+            latents = replay.latents[first : first + REPLAY_CHUNK_FRAMES].to(self.device, self.dtype)
+            chunk_audio, chunk_embeds = self.stream_frames(latents.unsqueeze(0), row)
+            audio.append(chunk_audio.float().reshape(len(latents), -1).cpu())
+            frame_inputs.append(chunk_embeds[0])
+        if frame_inputs:
+            inputs[tokens == self.audio_token_id] = torch.cat(frame_inputs).to(inputs.dtype)
+        prompt = self.prompt_embeds[start.request_id]
+        self.prompt_embeds[start.request_id] = torch.cat([prompt, inputs[None, :-1]], dim=1)
+        self.next_embeds[start.row] = inputs[-1:]
+        self._replay_negative(start, inputs)
+        return torch.cat(audio).numpy()
+
+    def _replay_negative(self, start: RequestStart, inputs: torch.Tensor) -> None:
+        """Write the negative branch's entries that are still visible: its first, and those since the last
+        speech start."""
+        tokens = start.replay.tokens
+        bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
+        frame_steps = [step for step, token in enumerate(tokens) if token == self.audio_token_id]
+        fed = [bos[0] if step == 0 else inputs[step - 1] for step in frame_steps]
+        visible = start.negative.visible_from
+        blocks = start.negative.blocks
+        if visible > 0 and fed:
+            self._forward([CacheSpan(blocks, 0, 0)], fed[0][None, None])
+        for first in range(visible, len(fed), REPLAY_CHUNK_FRAMES):
+            chunk = torch.stack(fed[first : first + REPLAY_CHUNK_FRAMES])[None]
+            self._forward([CacheSpan(blocks, first, visible)], chunk)
+
     def _embed_prompt(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
         input_ids = prompt.input_ids.to(self.device)
-        embeds = self.inner.get_input_embeddings()(input_ids)
+        embeds = self.token_embeddings(input_ids)
         if prompt.input_values is None:
             return embeds
         voices = self._voice_embeddings(prompt, generator)
@@ -224,85 +307,87 @@ class ModelRunner:
         valid = torch.arange(latents.shape[1])[None, :] < frames[:, None]
         return self.inner.multi_modal_projector(latents)[valid.to(self.device)]
 
-    def _prefill_chunk(self, state: RequestState, tokens: int) -> torch.Tensor:
-        start = state.prefilled
-        chunk = self.prompt_embeds[state.slot][:, start : start + tokens]
-        hidden = self._forward(self.positive, [state.slot], chunk)
-        state.prefilled += tokens
-        if not state.in_prefill:
-            self.prompt_embeds.pop(state.slot)
+    # --- a step ---------------------------------------------------------------------------------------------
+
+    def _prefill_chunk(self, chunk: PrefillChunk) -> torch.Tensor:
+        embeds = self.prompt_embeds[chunk.request_id][:, chunk.start : chunk.start + chunk.tokens]
+        hidden = self._forward([chunk.positive], embeds)
+        if chunk.start + chunk.tokens >= self.prompt_embeds[chunk.request_id].shape[1]:
+            del self.prompt_embeds[chunk.request_id]
         return hidden[0]
 
-    def _forward(self, cache: SlotKVCache, slots: list[int], embeds: torch.Tensor) -> torch.Tensor:
-        """The LM over `embeds` [batch, tokens, hidden] appended to each slot's cache; last hidden states."""
-        view = cache.view(slots, embeds.shape[1], self.device)
-        hidden = self.language_model(embeds, view)
-        view.commit()
-        return hidden
+    def _forward(self, spans: Sequence[CacheSpan], embeds: torch.Tensor) -> torch.Tensor:
+        """The LM over `embeds` [rows, tokens, hidden] appended to each span's entries; last hidden states."""
+        return self.language_model(embeds, eager_view(self.pool, spans, embeds.shape[1], self.device))
 
-    def _choose_tokens(self, hidden: torch.Tensor) -> list[int]:
+    def choose_tokens(self, chosen: Sequence[ChosenRow]) -> list[int]:
+        """Each row's token: the best scored of the few VibeVoice may emit (the eager step's choice)."""
+        hidden = torch.stack([row.hidden for row in chosen])
         scores = hidden.to(self.choosable_head.dtype) @ self.choosable_head.T
         return [self.choosable_ids[i] for i in scores.float().argmax(dim=-1).tolist()]
 
-    def _advance(self, chosen: list[_ChosenRow], tokens: list[int]) -> list[RowOutcome]:
-        """Set every chosen slot's next input: a token embedding, or a new frame's embedding."""
+    def _advance(self, chosen: list[ChosenRow], tokens: list[int]) -> list[RowOutcome]:
+        """Set every chosen row's next input: a token embedding, or a new frame's embedding."""
         frames = [i for i, token in enumerate(tokens) if token == self.audio_token_id]
         others = [i for i, token in enumerate(tokens) if token != self.audio_token_id]
         if others:
             ids = torch.tensor([tokens[i] for i in others], device=self.device)
-            slots = [chosen[i].state.slot for i in others]
-            self.next_embeds[slots] = self.inner.get_input_embeddings()(ids).unsqueeze(1)
-        for i in others:
-            if tokens[i] == self.audio_bos_token_id:
-                self.negative.hide_history(chosen[i].state.slot)  # the CFG branch restarts with the speech
-        outcomes = {i: RowOutcome(chosen[i].state, tokens[i]) for i in others}
+            self.next_embeds[[chosen[i].row for i in others]] = self.token_embeddings(ids).unsqueeze(1)
+        outcomes = {i: RowOutcome(chosen[i].request_id, tokens[i]) for i in others}
         if frames:
             audio, latents = self._make_frames([chosen[i] for i in frames])
             for j, i in enumerate(frames):
-                outcomes[i] = RowOutcome(chosen[i].state, tokens[i], audio[j], latents[j])
+                outcomes[i] = RowOutcome(chosen[i].request_id, tokens[i], audio[j], latents[j])
         return [outcomes[i] for i in range(len(chosen))]
 
-    def _make_frames(self, rows: list[_ChosenRow]) -> tuple[np.ndarray, torch.Tensor]:
-        slots = [row.state.slot for row in rows]
+    def _make_frames(self, rows: list[ChosenRow]) -> tuple[np.ndarray, torch.Tensor]:
         negative = self._negative_conditions(rows)
         positive = torch.stack([row.hidden for row in rows])
-        noise = torch.stack([self.noise_at(row.state, 0) for row in rows]).to(self.device, self.dtype)
-        for row in rows:
-            row.state.noise_queue.pop(0)
+        noise = torch.stack([row.frame.noise for row in rows]).to(self.device, self.dtype)
         latents = torch.empty_like(noise)
-        for steps in sorted({row.state.request.diffusion_steps for row in rows}):
-            group = [i for i, row in enumerate(rows) if row.state.request.diffusion_steps == steps]
-            guidance = torch.tensor([rows[i].state.request.cfg_scale for i in group], device=self.device)
+        for steps in sorted({row.frame.diffusion_steps for row in rows}):
+            group = [i for i, row in enumerate(rows) if row.frame.diffusion_steps == steps]
+            guidance = torch.tensor([rows[i].frame.cfg_scale for i in group], device=self.device)
             latents[group] = self.sample_frames(positive[group], negative[group], noise[group], guidance, steps)
-        audio, embeds = self.stream_frames(latents.unsqueeze(1), torch.tensor(slots, device=self.device))
-        self.next_embeds[slots] = embeds
+        row_index = torch.tensor([row.row for row in rows], device=self.device)
+        audio, embeds = self.stream_frames(latents.unsqueeze(1), row_index)
+        self.next_embeds[[row.row for row in rows]] = embeds
         return audio.float().reshape(len(rows), -1).cpu().numpy(), latents.float().cpu()
 
-    def stream_frames(
-        self, latents: torch.Tensor, slot_index: torch.Tensor, keep: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Latents [slots, frames, latent] through each slot's streaming decoder and semantic encoder.
-
-        Returns the audio [slots, 1, frames * samples_per_frame] and the LM input embedding of every frame
-        [slots, frames, hidden]: acoustic connector of the latent plus semantic connector of its audio.
-        `keep` (bool per slot) says whose streams remember these frames; None: everyone's.
-        """
-        scaled = latents / self.inner.latent_scaling_factor - self.inner.latent_bias_factor
-        audio = self.inner.audio_tower.decode(
-            scaled, padding_cache=self.acoustic.rows(slot_index, keep), use_cache=True
-        ).audio
-        semantic = self.inner.semantic_tokenizer_encoder(
-            audio, padding_cache=self.semantic.rows(slot_index, keep), use_cache=True
-        ).latents
-        embeds = self.inner.multi_modal_projector(latents) + self.inner.semantic_connector(semantic)
-        return audio, embeds.to(self.dtype)
-
-    def _negative_conditions(self, rows: list[_ChosenRow]) -> torch.Tensor:
-        """The CFG branch's hidden states for the rows making a frame, after one step of their own caches.
+    def _negative_conditions(self, rows: list[ChosenRow]) -> torch.Tensor:
+        """The CFG branch's hidden states for the rows making a frame, after one step of their own entries.
 
         Like `generate()`, the branch is fed what the positive branch was fed this step; on the step right
         after the prompt (no such input yet) it is fed the speech-start token it begins from.
         """
-        bos = self.inner.get_input_embeddings()(torch.tensor([self.audio_bos_token_id], device=self.device))
+        bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
         inputs = torch.stack([bos if row.positive_input is None else row.positive_input for row in rows])
-        return self._forward(self.negative, [row.state.slot for row in rows], inputs)
+        return self._forward([row.frame.negative for row in rows], inputs)
+
+
+def _pool_blocks(config: RunnerConfig, shape: KVPoolShape, device: torch.device, dtype: torch.dtype) -> int:
+    """Blocks in the K/V pool: `kv_blocks`, or as many as the memory budget holds (the null block among them)."""
+    if config.kv_blocks is not None:
+        return config.kv_blocks
+    budget = config.kv_memory
+    if budget is None:
+        budget = DEFAULT_GPU_KV_FRACTION if device.type == "cuda" else DEFAULT_CPU_KV_BYTES
+    if budget <= 1:
+        if device.type != "cuda":
+            raise ValueError(f"a K/V memory fraction ({budget}) needs a GPU; give the CPU a size in bytes")
+        free, _ = torch.cuda.mem_get_info(device)
+        budget = budget * free
+    blocks = int(budget // shape.bytes_per_block(dtype))
+    if blocks < 2:
+        raise ValueError(
+            f"the K/V memory budget ({int(budget)} bytes) holds no block of {shape.bytes_per_block(dtype)} bytes"
+        )
+    return blocks
+
+
+def _eos_token_ids(loaded: LoadedModel) -> frozenset[int]:
+    """The tokens that end a generation: the generation config's eos ids, else the model's."""
+    configured = loaded.model.generation_config.eos_token_id
+    if configured is None:
+        configured = loaded.model.config.eos_token_id
+    return frozenset(configured if isinstance(configured, list) else [configured])

@@ -1,21 +1,41 @@
-"""Which requests run in the next engine step: pure Python over request views, no tensors, no model.
+"""Who runs, who gets a row, who gives memory back: pure Python over request views, no tensors, no model.
 
-Every step has a budget: at most `max_batch` rows decode together, and at most `token_budget` tokens go
-through the language model (decode rows count one each; the rest can prefill prompts in chunks). A
-policy orders the candidates and fills the budget:
+Three decisions, each a small function or policy class over plain views:
 
-- `OnlinePolicy` (after VoxServe): a request that has not produced audio yet is urgent (time to first
-  audio), and so is a streaming request whose audio buffered ahead of real time has dropped under a
-  margin. Urgent requests go first; the rest fill the spare room. Prefill chunks are kept small so the
-  streams already playing keep their cadence.
-- `OfflinePolicy`: no listener is waiting, so every decodable request runs every step and prompts
-  prefill in large chunks, which maximises frames per second.
+- **The step** (`OnlinePolicy`, `OfflinePolicy`): at most `max_batch` rows decode together, and at most
+  `token_budget` tokens go through the language model (decode rows count one each; the rest prefill prompts
+  in chunks).
+  - `OnlinePolicy` (after VoxServe): interactive work goes before batch work; within a class, a request that
+    has not produced audio yet is urgent (time to first audio), and so is a streaming request whose audio
+    buffered ahead of real time has dropped under a margin; then higher priority. Prefill chunks are kept
+    small so the streams already playing keep their cadence. While the most important work present is
+    interactive (a speech request at priority 9 beside short jobs at 5, or any interactive work beside batch),
+    its rows lead every step, and the step holds only as many other rows as keep it within
+    `interactive_slowdown` times the cost of the leading rows alone (`StepCosts` learns a step's cost by its
+    rows from the steps the engine ran): on a GPU a step of 16 rows costs about what one row does, so nothing
+    waits; on a CPU each row adds to the step, and a one-line speech request would otherwise take three times
+    as long beside a full batch. The rows left out keep their memory and step again once the leading work
+    is done.
+  - `OfflinePolicy`: no listener is waiting, so every decodable request runs every step, oldest first, and
+    prompts prefill in large chunks, which maximises frames per second.
+- **Admission** (`admission_order`): which waiting request takes the next free row. Interactive before
+  batch, then higher priority, then the job holding the fewest rows (counting those just given out), then
+  arrival: so the rows go round the jobs, and a 200-segment job cannot keep a 2-segment one waiting for
+  more than the next free row.
+- **Preemption** (`choose_victim`): when the K/V pool runs dry, or an interactive request finds no room,
+  the engine takes the memory of the request that matters least: batch before interactive, lower priority
+  first, then the most recently admitted (it has the least work to replay). The engine replays its tokens
+  when it comes back, so it loses nothing; interactive work therefore gets a row within one step even when
+  batch work fills the engine (preemption rather than reserved rows, which would sit idle most of the time).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+INTERACTIVE_SLOWDOWN = 1.5  # how much slower than its own rows alone a step holding interactive work may be
 
 
 @dataclass(frozen=True)
@@ -28,6 +48,15 @@ class RequestView:
     has_audio: bool
     streaming: bool
     buffered_seconds: float  # audio produced ahead of real-time playback (streaming only)
+    job: str | None = None  # the requests of one job share it
+    interactive: bool = False
+    priority: int = 5  # 0 to 9, higher first
+    admitted: int = 0  # admission order, higher for more recent (0 while waiting)
+
+    @property
+    def importance(self) -> tuple[int, int]:
+        """Interactive over batch, then priority; compares higher for what matters more."""
+        return (int(self.interactive), self.priority)
 
 
 @dataclass(frozen=True)
@@ -49,28 +78,93 @@ class StepBudget:
     prefill_chunk: int  # largest prompt chunk one request gets in one step
 
 
-class OnlinePolicy:
-    """Latency first: no-audio-yet and starving streams lead; chunked prefill keeps streams on time."""
+class StepCosts:
+    """How long a decode step takes by the rows it holds, learnt from the steps the engine ran.
 
-    def __init__(self, buffer_margin_seconds: float = 2.0) -> None:
+    Each row count keeps a moving average of its steps' seconds (steps that prefilled nothing); a count not
+    seen yet is read off the least-squares line through those seen. Pure bookkeeping: the engine tells it.
+    """
+
+    def __init__(self, smoothing: float = 0.2) -> None:
+        self.smoothing = smoothing
+        self.seconds: dict[int, float] = {}  # rows -> moving average of a step's seconds
+
+    def record(self, rows: int, seconds: float) -> None:
+        known = self.seconds.get(rows)
+        self.seconds[rows] = seconds if known is None else known + self.smoothing * (seconds - known)
+
+    def estimate(self, rows: int) -> float | None:
+        """A step's seconds with `rows` rows; None until steps of two different sizes were seen."""
+        if rows in self.seconds:
+            return self.seconds[rows]
+        if len(self.seconds) < 2:
+            return None
+        counts, seconds = list(self.seconds), list(self.seconds.values())
+        mean_rows, mean_seconds = sum(counts) / len(counts), sum(seconds) / len(seconds)
+        spread = sum((count - mean_rows) ** 2 for count in counts)
+        slope = sum((c - mean_rows) * (s - mean_seconds) for c, s in zip(counts, seconds, strict=True)) / spread
+        return mean_seconds + max(slope, 0.0) * (rows - mean_rows)
+
+    def rows_within(self, seconds: float, least: int, most: int) -> int:
+        """The most rows (from `least` to `most`) a step may hold and still take at most `seconds`."""
+        rows = least
+        while rows < most and (cost := self.estimate(rows + 1)) is not None and cost <= seconds:
+            rows += 1
+        return rows
+
+
+class OnlinePolicy:
+    """Latency first: interactive work, no-audio-yet and starving streams lead; chunked prefill keeps streams on
+    time; batch rows are held back from steps whose interactive work they would slow down too much."""
+
+    def __init__(self, buffer_margin_seconds: float = 2.0, interactive_slowdown: float = INTERACTIVE_SLOWDOWN) -> None:
+        if interactive_slowdown < 1:
+            raise ValueError(
+                f"interactive_slowdown must be at least 1 (a step's time over its leading rows'), "
+                f"not {interactive_slowdown}"
+            )
         self.buffer_margin_seconds = buffer_margin_seconds
+        self.interactive_slowdown = interactive_slowdown
+        self.costs = StepCosts()
+
+    def observe(self, rows: int, prefill_tokens: int, seconds: float) -> None:
+        """A step ran: `rows` decode rows and `prefill_tokens` prompt tokens in `seconds`."""
+        if rows and not prefill_tokens:
+            self.costs.record(rows, seconds)
 
     def plan(self, requests: Sequence[RequestView], budget: StepBudget) -> StepPlan:
         decodable = sorted((r for r in requests if r.prompt_remaining == 0), key=self._urgency)
-        decode = tuple(r.request_id for r in decodable[: budget.max_batch])
-        waiting = sorted((r for r in requests if r.prompt_remaining > 0), key=lambda r: r.arrival)
+        rows = budget.max_batch
+        if (leading := _leading(requests)) is not None:  # its rows first, then as many others as keep it fast
+            decodable.sort(key=lambda r: r.importance != leading)  # stable: each part keeps its urgency order
+            rows = self._rows(sum(r.importance == leading for r in decodable), budget.max_batch)
+        decode = tuple(r.request_id for r in decodable[:rows])
+        waiting = sorted((r for r in requests if r.prompt_remaining > 0), key=_first_served)
         return StepPlan(decode, _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk))
 
-    def _urgency(self, request: RequestView) -> tuple[int, float, float]:
+    def _rows(self, leading_rows: int, max_batch: int) -> int:
+        """The rows a step may decode beside `leading_rows` rows of the leading work: within the slowdown."""
+        alone = min(max(leading_rows, 1), max_batch)  # a leading prompt prefilling costs a row's step at least
+        cost = self.costs.estimate(alone)
+        if cost is None:  # nothing learnt yet: this step learns what the leading rows cost alone
+            return alone
+        return self.costs.rows_within(self.interactive_slowdown * cost, alone, max_batch)
+
+    def _urgency(self, request: RequestView) -> tuple[int, int, int, float, float]:
+        interactive, priority = request.importance
         if not request.has_audio:
-            return (0, 0.0, request.arrival)
+            return (-interactive, 0, -priority, 0.0, request.arrival)
         if request.streaming and request.buffered_seconds < self.buffer_margin_seconds:
-            return (1, request.buffered_seconds, request.arrival)
-        return (2, request.buffered_seconds if request.streaming else 0.0, request.arrival)
+            return (-interactive, 1, -priority, request.buffered_seconds, request.arrival)
+        buffered = request.buffered_seconds if request.streaming else 0.0
+        return (-interactive, 2, -priority, buffered, request.arrival)
 
 
 class OfflinePolicy:
     """Throughput first: everything decodable decodes, oldest first; prompts prefill in big chunks."""
+
+    def observe(self, rows: int, prefill_tokens: int, seconds: float) -> None:
+        """Step times do not change what this policy does."""
 
     def plan(self, requests: Sequence[RequestView], budget: StepBudget) -> StepPlan:
         decodable = sorted((r for r in requests if r.prompt_remaining == 0), key=lambda r: r.arrival)
@@ -79,8 +173,25 @@ class OfflinePolicy:
         return StepPlan(decode, _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk))
 
 
+def _leading(requests: Sequence[RequestView]) -> tuple[int, int] | None:
+    """The importance of the work whose steps are kept fast: the most important present, when it is interactive
+    and something less important runs beside it (batch work, or interactive work of a lower priority)."""
+    if not requests:
+        return None
+    top = max(r.importance for r in requests)
+    interactive, _ = top
+    if not interactive or all(r.importance == top for r in requests):
+        return None
+    return top
+
+
+def _first_served(request: RequestView) -> tuple[int, int, float]:
+    interactive, priority = request.importance
+    return (-interactive, -priority, request.arrival)
+
+
 def _prefill_chunks(waiting: Sequence[RequestView], tokens: int, chunk: int) -> tuple[tuple[int, int], ...]:
-    """Give the token budget to waiting prompts in arrival order, at most `chunk` tokens each."""
+    """Give the token budget to waiting prompts in order, at most `chunk` tokens each."""
     chunks = []
     for request in waiting:
         if tokens <= 0:
@@ -91,4 +202,30 @@ def _prefill_chunks(waiting: Sequence[RequestView], tokens: int, chunk: int) -> 
     return tuple(chunks)
 
 
-POLICIES = {"online": OnlinePolicy, "offline": OfflinePolicy}
+def admission_order(waiting: Sequence[RequestView], active: Sequence[RequestView]) -> list[int]:
+    """The waiting requests in the order they should take free rows (see the module's docstring)."""
+    held = Counter(view.job for view in active if view.job is not None)
+    remaining = list(waiting)
+    order = []
+    while remaining:
+        best = min(remaining, key=lambda r: (*(-v for v in r.importance), held[r.job] if r.job else 0, r.arrival))
+        remaining.remove(best)
+        order.append(best.request_id)
+        if best.job is not None:
+            held[best.job] += 1
+    return order
+
+
+def choose_victim(active: Sequence[RequestView], below: tuple[int, int] | None = None) -> int | None:
+    """The request to preempt: least important, then most recently admitted; None when there is none.
+
+    With `below`, only requests less important than that (an interactive request never preempts another).
+    """
+    candidates = [view for view in active if below is None or view.importance < below]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda view: (view.importance, -view.admitted)).request_id
+
+
+Policy = OnlinePolicy | OfflinePolicy
+POLICIES = ("online", "offline")

@@ -1,0 +1,339 @@
+"""Nothing one job does can take the service down: `voxcast serve` as a user runs it, with its worker killed.
+
+- a worker killed with SIGKILL is started again while the api answers, and `/health` and the admin view say so;
+- SIGTERM and SIGINT stop serve and its worker, exit 0 and leave no process behind;
+- a poison job (one that crashes every worker it meets: `VOXCAST_CRASH_ON_SCRIPT_TEXT`, a real SIGSEGV) fails
+  after `VOXCAST_MAX_WORKER_DEATHS` attempts, while the jobs beside it finish;
+- the crash matrix: jobs of both modes and every format in flight, the worker killed with SIGKILL and SIGSEGV at
+  seeded random points; every job ends done and equal to an uninterrupted run, and the api answers throughout;
+- a job longer than libvorbis could encode in one write, in every format, finishes.
+
+Everything is real: serve's own processes, Redis, SQLite, the tiny checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.conftest import ROOT, free_port
+from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, upload_voice
+
+FINAL = {"done", "failed", "cancelled"}
+MATRIX_SEED = 20_261_130
+POISON = "POISON-PILL"
+ENGINE_FAULT = "ENGINE-BREAKER"
+
+
+class Serve:
+    """`voxcast serve` in single-user mode (no keys) on a port of its own, its output in a log file."""
+
+    def __init__(self, root: Path, model: Path, redis_url: str, **settings: str) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = root / "serve.log"
+        self.env = {
+            **os.environ,
+            "VOXCAST_DATA_DIR": str(root / "data"),
+            "VOXCAST_REDIS_URL": redis_url,
+            "VOXCAST_REDIS_NAMESPACE": f"serve-{root.name}",
+            "VOXCAST_WORKER_MODEL": str(model),
+            "VOXCAST_SINGLE_USER": "1",
+            "VOXCAST_LOG_LEVEL": "INFO",
+            "VOXCAST_HEARTBEAT_SECONDS": "0.5",
+            "VOXCAST_STALE_AFTER_SECONDS": "30",  # the supervisor, not the sweeper, takes a dead worker's jobs back
+            **{f"VOXCAST_{name.upper()}": value for name, value in settings.items()},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+
+    def start(self) -> Serve:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)],
+                env=self.env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_until(lambda: self.health().get("status") == "ok", "serve to start with a live worker", 120)
+        return self
+
+    def health(self) -> dict:
+        try:
+            return self.client.get("/health", timeout=5).json()
+        except httpx.HTTPError:
+            return {}
+
+    def workers(self) -> dict:
+        response = self.client.get("/v1/admin/workers")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def worker_pid(self) -> int:
+        supervised = self.workers()["supervised"]
+        assert supervised["state"] == "running", supervised
+        return supervised["pid"]
+
+    def wait_until(self, condition: Callable[[], object], what: str, timeout: float = 120) -> object:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"serve ended ({self.process.returncode}) waiting for {what}: {self.tail()}")
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail()}")
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def job(self, job_id: str) -> dict:
+        return self.client.get(f"/v1/jobs/{job_id}").json()
+
+    def wait_for_jobs(self, job_ids: list[str], timeout: float = 300) -> dict[str, dict]:
+        self.wait_until(lambda: all(self.job(job_id)["state"] in FINAL for job_id in job_ids), "the jobs", timeout)
+        return {job_id: self.job(job_id) for job_id in job_ids}
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.client.close()
+
+
+@pytest.fixture
+def serve(tmp_path: Path, tiny_hf_checkpoint: Path, service_redis_url: str) -> Iterator[Callable[..., Serve]]:
+    """Start `voxcast serve` with extra settings; every one started is stopped afterwards."""
+    started: list[Serve] = []
+
+    def start(**settings: str) -> Serve:
+        root = tmp_path / f"serve{len(started)}"
+        root.mkdir()
+        started.append(Serve(root, tiny_hf_checkpoint, service_redis_url, **settings))
+        return started[-1].start()
+
+    yield start
+    for running in started:
+        running.stop()
+
+
+class Heartbeats:
+    """Asks the api `/healthz` every 50 ms in a thread, and counts the answers that were not a 200."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.asked = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Heartbeats:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=5) as client:
+            while not self._stop.wait(0.05):
+                self.asked += 1
+                try:
+                    status = client.get(f"{self.url}/healthz").status_code
+                except httpx.HTTPError as error:
+                    self.failures.append(repr(error))
+                    continue
+                if status != 200:
+                    self.failures.append(f"status {status}")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def submit(serve: Serve, voice: str, script: str = FOUR_TURNS, **options: object) -> str:
+    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "settings": FOUR_TURNS_SETTINGS, **options}
+    response = serve.client.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
+
+def test_a_killed_worker_is_started_again_while_the_api_answers(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    running = serve()
+    first = running.worker_pid()
+    with Heartbeats(running.url) as heartbeats:
+        os.kill(first, signal.SIGKILL)
+        running.wait_until(lambda: running.health()["supervised_worker"]["restarts"] == 1, "a restart")
+        running.wait_until(lambda: running.health()["status"] == "ok", "the new worker to be ready")
+    assert heartbeats.asked > 10 and heartbeats.failures == []
+    supervised = running.workers()["supervised"]
+    assert supervised["pid"] != first and supervised["last_exit"] == "killed by SIGKILL"
+    assert supervised["last_exit_status"] == -signal.SIGKILL
+    assert [worker["pid"] for worker in running.workers()["workers"]] == [supervised["pid"]]
+    assert "the worker died; starting a new one" in running.log.read_text(errors="replace")
+    # and the service works on
+    job_id = submit(running, upload_voice(running.client, voice_wav, "voice"), mode="turns", formats=["wav"])
+    assert running.wait_for_jobs([job_id])[job_id]["state"] == "done"
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_ends_serve_and_its_worker_with_status_0(serve, stop_signal: signal.Signals) -> None:  # type: ignore[no-untyped-def]
+    running = serve()
+    worker = running.worker_pid()
+    running.process.send_signal(stop_signal)
+    assert running.process.wait(60) == 0, running.tail()
+    deadline = time.monotonic() + 5
+    while not gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(worker), "the worker outlived serve"
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{running.url}/healthz", timeout=2)
+
+
+def test_a_poison_job_fails_after_the_allowed_worker_deaths_and_the_jobs_beside_it_finish(
+    serve, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    running = serve(crash_on_script_text=POISON, max_worker_deaths="2")
+    voice = upload_voice(running.client, voice_wav, "voice")
+    innocent = [submit(running, voice, mode="turns", formats=["wav"]) for _ in range(2)]
+    poison_script = f"Alice: This one is a {POISON}, said slowly.\nBob: And this one follows it."
+    poison = submit(running, voice, poison_script, mode="turns", formats=["wav"])
+    with Heartbeats(running.url) as heartbeats:
+        jobs = running.wait_for_jobs([*innocent, poison])
+    assert heartbeats.failures == []
+    assert jobs[poison]["state"] == "failed"
+    assert jobs[poison]["error"].startswith("the worker died 2 times while running this job")
+    assert (jobs[poison]["attempts"], jobs[poison]["worker_deaths"]) == (2, 2)
+    for job_id in innocent:
+        assert jobs[job_id]["state"] == "done", jobs[job_id]
+        assert jobs[job_id]["worker_deaths"] <= 1  # beside the poison once at most: then it ran alone
+    running.wait_until(lambda: running.health()["supervised_worker"]["restarts"] == 2, "the second restart")
+    running.wait_until(lambda: running.health()["status"] == "ok", "the third worker to be ready")
+    assert running.workers()["supervised"]["last_exit"] == "killed by SIGSEGV"
+
+
+def test_a_dead_engine_ends_its_worker_which_is_restarted_and_its_jobs_run_again(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    """The engine loop itself fails (`VOXCAST_ENGINE_FAULT_ON_SCRIPT_TEXT`: an exception inside its step, as a bug
+    in it would raise): the worker exits with status 4 instead of failing its jobs or hanging them, the supervisor
+    starts a new one, and the jobs run again; the job that kills the engine every time is failed by the guard."""
+    running = serve(engine_fault_on_script_text=ENGINE_FAULT, max_worker_deaths="2")
+    voice = upload_voice(running.client, voice_wav, "voice")
+    innocent = [submit(running, voice, mode="turns", formats=["wav"]) for _ in range(2)]
+    faulty = submit(
+        running, voice, f"Alice: This one is an {ENGINE_FAULT}.\nBob: And this one follows it.", mode="turns"
+    )
+    with Heartbeats(running.url) as heartbeats:
+        jobs = running.wait_for_jobs([*innocent, faulty])
+    assert heartbeats.failures == []
+    assert jobs[faulty]["state"] == "failed"
+    assert jobs[faulty]["error"].startswith("the worker died 2 times while running this job")  # not the engine's
+    for job_id in innocent:
+        assert jobs[job_id]["state"] == "done", jobs[job_id]
+        assert jobs[job_id]["worker_deaths"] <= 1
+    running.wait_until(lambda: running.health()["supervised_worker"]["restarts"] == 2, "the second restart")
+    supervised = running.workers()["supervised"]
+    assert (supervised["last_exit"], supervised["last_exit_status"]) == ("exit status 4 (its engine died)", 4)
+    log = running.log.read_text(errors="replace")
+    assert log.count("the engine died; this worker exits so that it is restarted") == 2
+    assert "injected engine fault" in log
+
+
+# The jobs of the crash matrix: both modes, every format, each on its own seed.
+MATRIX_JOBS = [
+    {"mode": "whole", "formats": ["wav", "ogg"], "settings": {**FOUR_TURNS_SETTINGS, "seed": 1}},
+    {"mode": "turns", "formats": ["wav", "mp3", "opus"], "settings": {**FOUR_TURNS_SETTINGS, "seed": 2}},
+    {"mode": "whole", "formats": ["wav", "flac"], "settings": {**FOUR_TURNS_SETTINGS, "seed": 3}},
+    {"mode": "turns", "formats": ["wav", "ogg"], "settings": {**FOUR_TURNS_SETTINGS, "seed": 4}},
+]
+
+
+def episode_files(serve: Serve, job_id: str, formats: list[str]) -> dict[str, np.ndarray]:
+    folder = serve.root / "data" / "jobs" / job_id / "outputs"
+    return {audio_format: sf.read(folder / f"episode.{audio_format}", dtype="float32")[0] for audio_format in formats}
+
+
+@pytest.mark.slow
+def test_the_crash_matrix_every_job_ends_equal_to_an_uninterrupted_run(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    # Enough allowed deaths that no job is failed by the guard: the matrix checks resumption, the poison test the guard.
+    running = serve(max_worker_deaths="5")
+    voice = upload_voice(running.client, voice_wav, "voice")
+    references = [submit(running, voice, **job) for job in MATRIX_JOBS]
+    assert all(job["state"] == "done" for job in running.wait_for_jobs(references).values())
+
+    draw = random.Random(MATRIX_SEED)
+    kills = [(draw.uniform(1.0, 6.0), sig) for sig in (signal.SIGKILL, signal.SIGSEGV, signal.SIGKILL, signal.SIGSEGV)]
+    job_ids = [submit(running, voice, **job) for job in MATRIX_JOBS]
+    with Heartbeats(running.url) as heartbeats:
+        for number, (after, kill_signal) in enumerate(kills, start=1):
+            time.sleep(after)
+            if all(running.job(job_id)["state"] in FINAL for job_id in job_ids):
+                break
+            os.kill(running.worker_pid(), kill_signal)
+            running.wait_until(
+                lambda number=number: running.health()["supervised_worker"]["restarts"] == number, f"restart {number}"
+            )
+        jobs = running.wait_for_jobs(job_ids)
+    assert heartbeats.failures == []
+    assert any(job["worker_deaths"] > 0 for job in jobs.values()), "no kill landed while a job ran"
+    for job_id, reference_id, spec in zip(job_ids, references, MATRIX_JOBS, strict=True):
+        assert jobs[job_id]["state"] == "done", jobs[job_id]
+        killed, reference = (
+            episode_files(running, job_id, spec["formats"]),
+            episode_files(running, reference_id, spec["formats"]),
+        )
+        np.testing.assert_allclose(killed["wav"], reference["wav"], atol=1e-3)  # the episode itself
+        for audio_format in spec["formats"][1:]:
+            # Each file holds it as well as the reference's does (a lossy encoder turns a 1e-3 difference of its
+            # input into different choices, so the lossy files themselves are not compared sample by sample).
+            assert len(killed[audio_format]) == len(reference[audio_format]), (spec, audio_format)
+            fidelity = snr_db(killed[audio_format], killed["wav"])
+            assert abs(fidelity - snr_db(reference[audio_format], reference["wav"])) < 3, (spec, audio_format)
+
+
+def snr_db(signal: np.ndarray, reference: np.ndarray) -> float:
+    """How far `signal` is from `reference`, as the reference's power over the difference's, in dB."""
+    difference = float(np.mean((signal - reference) ** 2))
+    return float("inf") if difference == 0 else 10 * np.log10(float(np.mean(reference**2)) / difference)
+
+
+@pytest.mark.slow
+def test_a_four_minute_job_finishes_in_every_format(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before the encoder wrote in blocks, an `ogg` episode past about 85 s killed the worker, again and again."""
+    running = serve()
+    voice = upload_voice(running.client, voice_wav, "voice")
+    script = "".join(
+        f"{'Alice' if n % 2 == 0 else 'Bob'}: {FOUR_TURNS.splitlines()[0].split(': ')[1]}\n" for n in range(18)
+    )
+    formats = ["wav", "flac", "mp3", "ogg", "opus"]
+    job_id = submit(running, voice, script, mode="turns", formats=formats)
+    job = running.wait_for_jobs([job_id], timeout=600)[job_id]
+    assert job["state"] == "done", job
+    assert job["audio_seconds"] > 240
+    decoded = episode_files(running, job_id, formats)
+    assert {audio_format: len(samples) for audio_format, samples in decoded.items()} == dict.fromkeys(
+        formats, len(decoded["wav"])
+    )

@@ -1,0 +1,107 @@
+"""The quarantine of a worker's jobs: ordinary jobs share the worker, a suspect of a worker's death runs alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from workers.quarantine import Quarantine
+
+WAIT = 5.0
+
+
+def hold(
+    quarantine: Quarantine, suspect: bool, log: list[str], name: str, release: threading.Event
+) -> threading.Thread:
+    """A job that enters the quarantine, notes when it runs, and leaves once `release` is set."""
+
+    def job() -> None:
+        with quarantine.run(suspect):
+            log.append(f"{name} runs")
+            release.wait(WAIT)
+            log.append(f"{name} ends")
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    return thread
+
+
+def settle() -> None:
+    time.sleep(0.2)
+
+
+def test_ordinary_jobs_share_the_worker() -> None:
+    quarantine, log, release = Quarantine(), [], threading.Event()
+    threads = [hold(quarantine, False, log, name, release) for name in ("a", "b", "c")]
+    settle()
+    assert sorted(log) == ["a runs", "b runs", "c runs"]
+    release.set()
+    for thread in threads:
+        thread.join(WAIT)
+    assert len(log) == 6
+
+
+def test_a_suspect_waits_for_the_running_jobs_and_later_ones_wait_for_it() -> None:
+    quarantine, log = Quarantine(), []
+    first, suspect, later = threading.Event(), threading.Event(), threading.Event()
+    threads = [hold(quarantine, False, log, "first", first)]
+    settle()
+    threads.append(hold(quarantine, True, log, "suspect", suspect))
+    settle()
+    threads.append(hold(quarantine, False, log, "later", later))  # arrives while the suspect waits
+    settle()
+    assert log == ["first runs"]
+    first.set()
+    settle()
+    assert log == ["first runs", "first ends", "suspect runs"]  # alone: "later" still waits
+    suspect.set()
+    settle()
+    assert log[3:] == ["suspect ends", "later runs"]
+    later.set()
+    for thread in threads:
+        thread.join(WAIT)
+    assert log[-1] == "later ends"
+
+
+def test_two_suspects_run_one_after_the_other() -> None:
+    quarantine, log = Quarantine(), []
+    releases = [threading.Event(), threading.Event()]
+    threads = [hold(quarantine, True, log, f"s{i}", releases[i]) for i in range(2)]
+    settle()
+    assert len(log) == 1
+    running = log[0].split()[0]
+    releases[int(running[1])].set()
+    settle()
+    assert log[1:] == [f"{running} ends", f"{'s1' if running == 's0' else 's0'} runs"]
+    releases[1 - int(running[1])].set()
+    for thread in threads:
+        thread.join(WAIT)
+
+
+def test_a_job_that_must_wait_says_so_before_it_waits_and_again_when_it_runs() -> None:
+    """What the worker records in the database, so that a death while a job waits is not counted against it."""
+    quarantine, log = Quarantine(), []
+    first, suspect = threading.Event(), threading.Event()
+    notes: dict[str, list[bool]] = {"first": [], "suspect": []}
+
+    def job(name: str, is_suspect: bool, release: threading.Event) -> threading.Thread:
+        def run() -> None:
+            with quarantine.run(is_suspect, notes[name].append):
+                log.append(f"{name} runs")
+                release.wait(WAIT)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    threads = [job("first", False, first)]
+    settle()
+    threads.append(job("suspect", True, suspect))
+    settle()
+    assert notes == {"first": [], "suspect": [True]}  # the first had no one to wait for
+    first.set()
+    settle()
+    assert notes["suspect"] == [True, False] and log == ["first runs", "suspect runs"]
+    suspect.set()
+    for thread in threads:
+        thread.join(WAIT)

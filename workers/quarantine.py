@@ -1,0 +1,68 @@
+"""Suspects run alone: a job that was running when its worker died runs next time with no other job beside it.
+
+A worker runs many jobs at once in one process and one batched engine, so when it dies every job it held
+coincided with the death, and only one of them may have caused it. Counting the death against all of them
+and failing them at `max_worker_deaths` would fail innocent jobs that happened to share the batch. So a
+job with a worker death on its record is a suspect: it waits until the worker's other jobs end, and no new
+job starts while it runs. If the worker dies again, that death is the suspect's alone, and the guard
+(`job_records.release_abandoned_jobs`) fails it; the innocent ones beside it the first time run to the end,
+each alone once and then batched again. Suspects are rare (they follow a crash), so the lost batching is
+brief.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+
+class Quarantine:
+    """A readers-writer lock over a worker's jobs: ordinary jobs share the worker, a suspect has it alone.
+
+    A waiting suspect goes first: ordinary jobs that arrive after it wait for it, so it cannot starve.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._sharing = 0  # ordinary jobs running
+        self._alone = False  # a suspect is running
+        self._suspects_waiting = 0
+
+    @contextlib.contextmanager
+    def run(self, suspect: bool, waiting: Callable[[bool], None] | None = None) -> Iterator[None]:
+        """Hold the worker for one job: alone when `suspect`, else beside the other ordinary jobs.
+
+        When the job has to wait for its turn, `waiting(True)` is called before it waits and `waiting(False)`
+        once it may run (outside the lock: it records the wait in the database, so that a worker death meanwhile
+        is not counted against the job).
+        """
+
+        def may_run() -> bool:
+            if suspect:
+                return not self._alone and self._sharing == 0
+            return not self._alone and self._suspects_waiting == 0
+
+        with self._changed:
+            self._suspects_waiting += suspect
+            must_wait = not may_run()
+        if must_wait and waiting is not None:
+            waiting(True)
+        with self._changed:
+            self._changed.wait_for(may_run)
+            if suspect:
+                self._suspects_waiting -= 1
+                self._alone = True
+            else:
+                self._sharing += 1
+        if must_wait and waiting is not None:
+            waiting(False)
+        try:
+            yield
+        finally:
+            with self._changed:
+                if suspect:
+                    self._alone = False
+                else:
+                    self._sharing -= 1
+                self._changed.notify_all()
