@@ -326,8 +326,8 @@ def test_a_four_minute_job_finishes_in_every_format(serve, voice_wav: Path) -> N
     running = serve()
     voice = upload_voice(running.client, voice_wav, "voice")
     script = "".join(
-        f"{'Alice' if n % 2 == 0 else 'Bob'}: {FOUR_TURNS.splitlines()[0].split(': ')[1]}\n" for n in range(18)
-    )
+        f"{'Alice' if n % 2 == 0 else 'Bob'}: {FOUR_TURNS.splitlines()[0].split(': ')[1]}\n" for n in range(22)
+    )  # 22 turns of about 12 s each: the tiny model runs every turn to its frame budget
     formats = ["wav", "flac", "mp3", "ogg", "opus"]
     job_id = submit(running, voice, script, mode="turns", formats=formats)
     job = running.wait_for_jobs([job_id], timeout=600)[job_id]
