@@ -139,6 +139,9 @@ def load_checkpoint_folder(
             read_json(folder / "config.json", what="checkpoint config"), _special_token_ids(processor.tokenizer)
         )
         model, info = _from_pretrained(folder, dtype=dtype, config=config, key_mapping=original_key_mapping())
+        # Those folders ship no generation config: without the ids generate() would never stop at the end of text.
+        model.generation_config.eos_token_id = config.eos_token_id
+        model.generation_config.pad_token_id = config.pad_token_id
     _check_loading_info(folder, info)
     model.to(device).eval()
     logger.info("model loaded", extra={"folder": str(folder), "layout": layout, "device": str(device)})

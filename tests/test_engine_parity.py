@@ -243,61 +243,127 @@ def schedule_ids(config) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 class ForcedTokens(LogitsProcessor):
-    """Makes `generate()` choose the scheduled token at every step (the prompt is `prompt_length` long)."""
+    """Makes `generate()` choose the scheduled token at every step (the prompt is `prompt_length` long), and says
+    when it chose the speech-end token (`ended`), for `generate_as_the_original`."""
 
-    def __init__(self, schedule: list[int], prompt_length: int) -> None:
+    def __init__(self, schedule: list[int], prompt_length: int, speech_end: int) -> None:
         self.schedule = schedule
         self.prompt_length = prompt_length
+        self.speech_end = speech_end
+        self.ended = {"acoustic": False, "semantic": False}  # a speech end whose stream is not zeroed yet
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        token = self.schedule[input_ids.shape[1] - self.prompt_length]
+        if token == self.speech_end:
+            self.ended = dict.fromkeys(self.ended, True)
         forced = torch.full_like(scores, -math.inf)
-        forced[:, self.schedule[input_ids.shape[1] - self.prompt_length]] = 0.0
+        forced[:, token] = 0.0
         return forced
 
 
 class ForcedTokensRunner(ModelRunner):
-    """The engine's eager step choosing the scheduled token at every step of every request."""
+    """The engine's steps (eager, and the fixed-shape one) choosing the scheduled token at every step of every
+    request."""
 
     def __init__(self, *args, schedule: list[int], **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.schedule = schedule
         self.chosen: dict[int, int] = {}
+        if self.fixed is not None:  # on the CPU the fixed-shape step runs as Python: its choice can be replaced
+            self.fixed.choose = self._choose_on_device  # type: ignore[method-assign]
+
+    def start_request(self, start):  # type: ignore[no-untyped-def]
+        # A replayed request goes on from the tokens the engine kept (a choice in flight when it was preempted is
+        # gone with it).
+        self.chosen[start.request_id] = len(start.replay.tokens) if start.replay is not None else 0
+        return super().start_request(start)
+
+    def _next(self, request_id: int) -> int:
+        step = self.chosen.get(request_id, 0)
+        self.chosen[request_id] = step + 1
+        # An overlapped step may be launched for a request whose last token is still in flight: its choice is
+        # thrown away once that token is read back.
+        return self.schedule[min(step, len(self.schedule) - 1)]
 
     def choose_tokens(self, chosen):  # type: ignore[no-untyped-def]
-        tokens = []
-        for row in chosen:
-            step = self.chosen.get(row.request_id, 0)
-            self.chosen[row.request_id] = step + 1
-            tokens.append(self.schedule[step])
-        return tokens
+        return [self._next(row.request_id) for row in chosen]
+
+    def _choose_on_device(self, positive: torch.Tensor) -> torch.Tensor:
+        assert self.fixed is not None
+        decoding = self.fixed.inputs.decoding[: len(positive)].bool().tolist()
+        owners = self.row_owner[: len(positive)]
+        tokens = [
+            self._next(owner) if on and owner is not None else self.choosable_ids[0]
+            for on, owner in zip(decoding, owners, strict=True)
+        ]
+        return torch.tensor(tokens, device=positive.device)
 
 
 # 78 usable blocks of 4 tokens: both prompts (153 and 124 tokens) start together (73 blocks), but both grow to 81.
 @pytest.mark.parametrize("kv_blocks", [4096, 79], ids=["roomy", "preempting"])
-def test_a_speech_restart_mid_generation_matches_generate(tiny: LoadedModel, kv_blocks: int) -> None:
-    """After a speech start the negative branch sees only its first entry and what follows, as in the original.
+def test_a_speech_restart_mid_generation_follows_the_original(
+    tiny: LoadedModel, kv_blocks: int, step_kind: dict
+) -> None:
+    """After a speech end the codec streams start from silence, and after a speech start the negative branch sees
+    only its first entry and what follows, as in the original VibeVoice.
 
-    The tiny model never chooses these tokens itself, so both implementations are made to follow one schedule
-    (the eager step only: the fixed-shape step chooses on the device). With a small pool the request is also
-    preempted and replayed across the restarts.
+    The tiny model never chooses these tokens itself, so both implementations are made to follow one schedule.
+    The reference is `generate()` with the original's one rule it lacks (`generate_as_the_original`). With a small
+    pool the requests are also preempted and replayed across the restarts.
     """
     schedule = schedule_ids(tiny.model.config)
     requests = [segment(0, len(schedule), 41), segment(1, len(schedule), 42)]
-    expected = []
-    for request in requests:
-        prompt = prompt_inputs(tiny, request.text, request.voices)
-        with generate_forced(tiny, ForcedTokens(schedule, prompt.length)):
-            expected.append(reference_generate_segment(tiny, request))
+    expected = [generate_as_the_original(tiny, request, schedule) for request in requests]
     assert all(result.frames == RESTART_SCHEDULE.count("frame") for result in expected)
-    config = EngineConfig(slots=2, prefill_chunk=64, block_size=4, kv_blocks=kv_blocks, fixed_shapes=False)
-    runner = ForcedTokensRunner(
-        tiny, RunnerConfig(rows=2, block_size=4, kv_blocks=kv_blocks, fixed_shapes=False), schedule=schedule
-    )
-    engine = Engine(runner, config, tiny)
+    config = EngineConfig(slots=2, prefill_chunk=64, block_size=4, kv_blocks=kv_blocks, **step_kind)
+    runner_config = RunnerConfig(rows=2, block_size=4, kv_blocks=kv_blocks, **step_kind)
+    engine = Engine(ForcedTokensRunner(tiny, runner_config, schedule=schedule), config, tiny)
     results = run_in_engine(engine, [(0, requests[0]), (2, requests[1])])
     assert (engine.preemptions > 0) == (kv_blocks < 4096)
     for result, reference_result in zip(results, expected, strict=True):
         assert_same(result, reference_result)
+
+
+def test_without_the_originals_rule_generate_carries_the_codec_streams_over_a_speech_end(tiny: LoadedModel) -> None:
+    """Why the test above needs its own reference: transformers' port differs from the original right there."""
+    schedule = schedule_ids(tiny.model.config)
+    request = segment(0, len(schedule), 41)
+    original = generate_as_the_original(tiny, request, schedule)
+    speech_end = tiny.model.config.audio_eos_token_id
+    prompt = prompt_inputs(tiny, request.text, request.voices)
+    with generate_forced(tiny, ForcedTokens(schedule, prompt.length, speech_end)):
+        port = reference_generate_segment(tiny, request)
+    samples = 3 * tiny.model.config.audio_config.hop_length  # the three frames before the speech end
+    np.testing.assert_allclose(port.audio[:samples], original.audio[:samples], atol=AUDIO_TOLERANCE)
+    # after it, the port's decoder goes on from the last speech's state, the original's from silence
+    assert np.abs(port.audio[samples:] - original.audio[samples:]).max() > 100 * AUDIO_TOLERANCE
+
+
+def generate_as_the_original(tiny: LoadedModel, request: SegmentRequest, schedule: list[int]) -> SegmentAudio:
+    """`generate()` following `schedule`, with the original's rule at a speech end: the acoustic decoder's and the
+    semantic encoder's streaming caches are zeroed before they stream the next frame."""
+    inner = tiny.model.model
+    forcing = ForcedTokens(
+        schedule, prompt_inputs(tiny, request.text, request.voices).length, tiny.model.config.audio_eos_token_id
+    )
+
+    def zeroing(stream: str, call):  # type: ignore[no-untyped-def]
+        def zero_then_call(*args, padding_cache=None, **kwargs):  # type: ignore[no-untyped-def]
+            if forcing.ended[stream] and padding_cache is not None:
+                for layer in padding_cache.layers.values():
+                    layer.cache.zero_()
+            forcing.ended[stream] = False
+            return call(*args, padding_cache=padding_cache, **kwargs)
+
+        return zero_then_call
+
+    inner.audio_tower.decode = zeroing("acoustic", inner.audio_tower.decode)
+    inner.semantic_tokenizer_encoder.forward = zeroing("semantic", inner.semantic_tokenizer_encoder.forward)
+    try:
+        with generate_forced(tiny, forcing):
+            return reference_generate_segment(tiny, request)
+    finally:
+        del inner.audio_tower.decode, inner.semantic_tokenizer_encoder.forward  # back to the classes' methods
 
 
 @contextlib.contextmanager

@@ -38,6 +38,15 @@ def test_original_layout_loads_to_the_same_weights(tiny_hf_checkpoint: Path, tin
     assert original.model.config.audio_config.vae_std == pytest.approx(reference.model.config.audio_config.vae_std)
 
 
+def test_an_original_layout_folder_gets_the_end_of_text_ids_for_generate(tiny_original_checkpoint: Path) -> None:
+    # The original layout ships no generation config; generate() stops at its eos id, so loading must set it.
+    assert not (tiny_original_checkpoint / "generation_config.json").exists()
+    loaded = load_model(str(tiny_original_checkpoint), device="cpu")
+    end_of_text = loaded.processor.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    generation = loaded.model.generation_config
+    assert (generation.eos_token_id, generation.pad_token_id) == (end_of_text, end_of_text)
+
+
 def test_original_checkpoint_really_uses_original_names(tiny_original_checkpoint: Path) -> None:
     keys = set(load_file(tiny_original_checkpoint / "model.safetensors"))
     assert any(key.startswith("model.acoustic_tokenizer.") for key in keys)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import soxr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,14 +125,33 @@ def test_channels_are_averaged(tmp_path: Path) -> None:
     np.testing.assert_allclose(prompt.samples / prompt.samples.max(), left / left.max(), atol=1e-5)
 
 
-def test_awkward_sample_rate_resamples_without_a_giant_kernel(tmp_path: Path) -> None:
-    # gcd(44101, 24000) == 1: an exact sinc kernel would need ~4 GB.
+def test_awkward_sample_rate_resamples_to_the_right_length(tmp_path: Path) -> None:
+    # gcd(44101, 24000) == 1: a windowed-sinc kernel at the exact ratio would need ~4 GB; soxr needs none of it.
     path = write(tmp_path / "odd.wav", voice_like(3.5, 44_101), 44_101)
 
     prompt = load_voice_prompt(path)
 
     assert prompt.original_sample_rate == 44_101
     assert_prepared(prompt, seconds=3.5, tolerance_s=3.5 * 0.003)
+
+
+@pytest.mark.parametrize("sample_rate", [16_000, 44_100, 24_000])
+def test_a_voice_is_resampled_and_levelled_as_the_original_processor_does(tmp_path: Path, sample_rate: int) -> None:
+    """The original loads voices with librosa (soxr at high quality, its length rounded up to whole samples), then
+    levels them to -25 dBFS dividing by rms + 1e-6, and by peak + 1e-6 if that clipped."""
+    path = write(tmp_path / "voice.wav", voice_like(4.0, sample_rate, seed=sample_rate), sample_rate, subtype="FLOAT")
+    recorded, _ = sf.read(path, dtype="float32")
+    expected = soxr.resample(recorded, sample_rate, 24_000, quality="HQ") if sample_rate != 24_000 else recorded
+    length = math.ceil(len(recorded) * 24_000 / sample_rate)
+    expected = np.pad(expected, (0, max(0, length - len(expected))))[:length].astype(np.float64)
+    expected *= 10 ** (-25 / 20) / (math.sqrt(np.mean(expected**2)) + 1e-6)
+    if (peak := np.abs(expected).max()) > 1:
+        expected /= peak + 1e-6
+
+    prompt = load_voice_prompt(path)
+
+    assert len(prompt.samples) == length
+    np.testing.assert_allclose(prompt.samples, expected, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("sample_rate", [4_000, 384_000])

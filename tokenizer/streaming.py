@@ -31,6 +31,16 @@ class SlotConvCache:
         for state in self.states.values():
             state[slot].zero_()
 
+    def reset_where(self, slots: torch.Tensor, mask: torch.Tensor) -> None:
+        """Start each of `slots` whose `mask` (bool, one per slot) is set from silence; on the device, without a
+        host synchronisation, so a captured step can do it."""
+        keep = ~mask[:, None, None]
+        for state in self.states.values():
+            previous = state.index_select(0, slots)
+            state.index_copy_(
+                0, slots, torch.where(keep, previous, torch.zeros((), dtype=state.dtype, device=state.device))
+            )
+
     def rows(self, slots: torch.Tensor, keep: torch.Tensor | None = None) -> _SlotRowsPaddingCache:
         """A padding cache over the given slot indices (a 1-D long tensor), in that order.
 

@@ -1,7 +1,10 @@
 """Turn a user's voice recording into the prompt audio VibeVoice expects.
 
 VibeVoice clones a speaker from a short reference clip: mono float32 at 24 kHz,
-levelled to the same loudness the original VibeVoice processor used.  Users
+levelled to the same loudness the original VibeVoice processor used.  Both steps
+follow the original: it loads voices with librosa, whose default resampler is
+soxr at its high quality (the length rounded up to whole samples), then scales
+to -25 dBFS by dividing by `rms + 1e-6` and, if that clipped, by `peak + 1e-6`.  Users
 upload whatever their phone or DAW produced, so this module accepts any format
 libsndfile decodes, any sensible sample rate and channel count, and turns every
 problem (unreadable, silent, too short, absurdly long, NaNs) into one
@@ -19,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-import torch
-import torchaudio.functional
+import soxr
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -61,10 +63,7 @@ _READ_BLOCK_SAMPLES = 1 << 18
 # What libsndfile reports as the length of a stream that does not say (a FLAC written to a pipe): the
 # read below stops after MAX_SECONDS however long it really is.
 _UNKNOWN_FRAMES = 2**63 - 1
-# torchaudio's sinc kernel has (24000 / gcd) x (rate / gcd) taps, so a rate
-# sharing only a tiny factor with 24 kHz (e.g. 44101 Hz) would need gigabytes.
-# Such rates are resampled as if they were the nearest multiple of this step.
-_RESAMPLE_RATE_STEP = 50
+_LEVEL_EPS = 1e-6  # the original processor's guard in both divisions of its levelling
 
 
 class VoicePromptError(ValueError):
@@ -260,25 +259,24 @@ def _check_not_silent(mono: np.ndarray, source: str) -> None:
 
 
 def _resample(mono: np.ndarray, sample_rate: int) -> np.ndarray:
-    """Resample to 24 kHz; rates awkward for the sinc kernel are treated as the nearest 50 Hz step.
-
-    The snap shifts pitch by at most 25 Hz in 8 kHz (0.3 %), inaudible for a
-    voice prompt, and keeps the kernel small for every allowed rate.
-    """
-    if math.gcd(sample_rate, SAMPLE_RATE) < _RESAMPLE_RATE_STEP:
-        sample_rate = round(sample_rate / _RESAMPLE_RATE_STEP) * _RESAMPLE_RATE_STEP
+    """Resample to 24 kHz as librosa's default does: soxr at high quality, the length rounded up to whole
+    samples (zero-padded or cut to it)."""
     if sample_rate == SAMPLE_RATE:
         return mono
-    waveform = torch.from_numpy(np.ascontiguousarray(mono, dtype=np.float32))
-    return torchaudio.functional.resample(waveform, sample_rate, SAMPLE_RATE).numpy()
+    resampled = soxr.resample(np.ascontiguousarray(mono, dtype=np.float32), sample_rate, SAMPLE_RATE, quality="HQ")
+    length = math.ceil(len(mono) * SAMPLE_RATE / sample_rate)
+    if len(resampled) >= length:
+        return resampled[:length]
+    return np.pad(resampled, (0, length - len(resampled)))
 
 
 def _level(mono: np.ndarray) -> np.ndarray:
-    """Scale to TARGET_DBFS RMS, then pull the peak back to 1 if that clipped, like the VibeVoice processor."""
-    levelled = mono.astype(np.float64) * (_TARGET_RMS / _rms(mono))
+    """Scale to TARGET_DBFS RMS, then pull the peak back under 1 if that clipped, as the VibeVoice processor does
+    (its divisions guarded by `_LEVEL_EPS`)."""
+    levelled = mono.astype(np.float64) * (_TARGET_RMS / (_rms(mono) + _LEVEL_EPS))
     peak = np.max(np.abs(levelled))
     if peak > 1.0:
-        levelled /= peak
+        levelled /= peak + _LEVEL_EPS
     return levelled.astype(np.float32)
 
 

@@ -174,8 +174,7 @@ class FixedDecoder:
             key.positive_keys,
         )
         positive = runner.language_model(embeds, positive_view)
-        scores = positive.to(runner.choosable_head.dtype) @ runner.choosable_head.T
-        tokens = self.choosable[scores.float().argmax(dim=-1)]
+        tokens = self.choose(positive)
         makes_frame = (tokens == runner.audio_token_id) & decoding
         negative_view = paged_view(
             runner.pool, inputs.tables[1, :rows], negative_positions, 1, negative_visible_from, key.negative_keys
@@ -183,11 +182,17 @@ class FixedDecoder:
         negative = runner.language_model(embeds, negative_view)
         latents = runner.sample_frames(positive, negative, noise, inputs.guidance[:rows], key.diffusion_steps)
         audio, frame_embeds = runner.stream_frames(latents.unsqueeze(1), inputs.row_index[:rows], keep=makes_frame)
+        runner.end_speech_where(inputs.row_index[:rows], (tokens == runner.audio_eos_token_id) & decoding)
         token_embeds = runner.token_embeddings(tokens).unsqueeze(1)
         next_inputs = torch.where(makes_frame[:, None, None], frame_embeds, token_embeds)
         inputs.previous[0, :rows] = makes_frame
         inputs.previous[1, :rows] = (tokens == runner.audio_bos_token_id) & decoding
         return FrameStepOutputs(tokens, audio.reshape(rows, -1), latents, next_inputs)
+
+    def choose(self, positive: torch.Tensor) -> torch.Tensor:
+        """Each row's token, on the device: the best scored of the few VibeVoice may emit."""
+        scores = positive.to(self.runner.choosable_head.dtype) @ self.runner.choosable_head.T
+        return self.choosable[scores.float().argmax(dim=-1)]
 
 
 def _block_start(span: CacheSpan, block_size: int) -> int:

@@ -16,6 +16,11 @@ engine's, handed over in each record. A step is:
 With `fixed_shapes`, the decoding rows of a step go through `fixed_decoder.py` instead: the same arithmetic at
 bucketed shapes with no host synchronisation inside, replayed as a CUDA graph on a GPU. Prefill stays here.
 
+One deliberate difference from transformers' `generate()`, which is otherwise the parity reference: when a row
+chooses the speech-end token, its acoustic and semantic streams are zeroed (`end_speech`), so the next speech
+start decodes from silence, as the original VibeVoice generation loop does; `generate()` carries them over. Every
+step path does it (here, the fixed-shape step, a replay).
+
 Randomness follows `generate()` for a request run alone: the engine draws each frame's noise from the
 request's own generator and hands it over; the runner draws, from the same generator, the σ-VAE noise of
 the request's voice latents when the request starts.
@@ -94,6 +99,7 @@ class ModelRunner:
         self.row_owner: list[int | None] = [None] * config.rows  # request id per row, to drop stale read-backs
         self.audio_token_id = model_config.audio_token_id
         self.audio_bos_token_id = model_config.audio_bos_token_id
+        self.audio_eos_token_id = model_config.audio_eos_token_id
         # Sorted, so ties resolve to the lowest token id, as an argmax over the masked vocabulary does.
         self.choosable_ids = sorted(
             {
@@ -236,6 +242,16 @@ class ModelRunner:
     def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.inner.get_input_embeddings()(tokens)
 
+    def end_speech(self, row: int) -> None:
+        """The row chose the speech-end token: its codec streams start again from silence, as in the original."""
+        for streams in (self.acoustic, self.semantic):
+            streams.reset(row)
+
+    def end_speech_where(self, rows: torch.Tensor, ends_speech: torch.Tensor) -> None:
+        """`end_speech` for each of `rows` whose `ends_speech` is set, on the device (the fixed-shape step)."""
+        for streams in (self.acoustic, self.semantic):
+            streams.reset_where(rows, ends_speech)
+
     # --- starting a request -------------------------------------------------------------------------------
 
     def _replay(self, start: RequestStart) -> np.ndarray:
@@ -247,23 +263,35 @@ class ModelRunner:
         its history hidden at each speech start, and streamed every frame through the decoder and encoder.
         """
         replay = start.replay
-        row = torch.tensor([start.row], device=self.device)
-        audio = [torch.zeros(0, self.hop_length)]
         tokens = torch.tensor(replay.tokens, device=self.device)
         inputs = self.token_embeddings(tokens)  # the input each chosen token became, in order
-        frame_inputs = []
-        for first in range(0, len(replay.latents), REPLAY_CHUNK_FRAMES):
-            latents = replay.latents[first : first + REPLAY_CHUNK_FRAMES].to(self.device, self.dtype)
-            chunk_audio, chunk_embeds = self.stream_frames(latents.unsqueeze(0), row)
-            audio.append(chunk_audio.float().reshape(len(latents), -1).cpu())
-            frame_inputs.append(chunk_embeds[0])
-        if frame_inputs:
+        audio, frame_inputs = [torch.zeros(0, self.hop_length)], []
+        for first, end, ends_speech in _replay_runs(replay.tokens, self.audio_token_id, self.audio_eos_token_id):
+            chunk_audio, chunk_inputs = self._replay_frames(replay.latents[first:end], start.row)
+            audio.append(chunk_audio)
+            frame_inputs.append(chunk_inputs)
+            if ends_speech:
+                self.end_speech(start.row)
+        if len(replay.latents):
             inputs[tokens == self.audio_token_id] = torch.cat(frame_inputs).to(inputs.dtype)
         prompt = self.prompt_embeds[start.request_id]
         self.prompt_embeds[start.request_id] = torch.cat([prompt, inputs[None, :-1]], dim=1)
         self.next_embeds[start.row] = inputs[-1:]
         self._replay_negative(start, inputs)
         return torch.cat(audio).numpy()
+
+    def _replay_frames(self, latents: torch.Tensor, row: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents [frames, latent] through the row's streams, `REPLAY_CHUNK_FRAMES` at a time: their audio
+        [frames, samples_per_frame] and input embeddings [frames, hidden]."""
+        rows = torch.tensor([row], device=self.device)
+        audio = [torch.zeros(0, self.hop_length)]
+        embeds = [torch.zeros(0, self.next_embeds.shape[-1], device=self.device, dtype=self.dtype)]
+        for first in range(0, len(latents), REPLAY_CHUNK_FRAMES):
+            chunk = latents[first : first + REPLAY_CHUNK_FRAMES].to(self.device, self.dtype)
+            chunk_audio, chunk_embeds = self.stream_frames(chunk.unsqueeze(0), rows)
+            audio.append(chunk_audio.float().reshape(len(chunk), -1).cpu())
+            embeds.append(chunk_embeds[0])
+        return torch.cat(audio), torch.cat(embeds)
 
     def _replay_negative(self, start: RequestStart, inputs: torch.Tensor) -> None:
         """Write the negative branch's entries that are still visible: its first, and those since the last
@@ -334,6 +362,9 @@ class ModelRunner:
             ids = torch.tensor([tokens[i] for i in others], device=self.device)
             self.next_embeds[[chosen[i].row for i in others]] = self.token_embeddings(ids).unsqueeze(1)
         outcomes = {i: RowOutcome(chosen[i].request_id, tokens[i]) for i in others}
+        for i in others:
+            if tokens[i] == self.audio_eos_token_id:
+                self.end_speech(chosen[i].row)
         if frames:
             audio, latents = self._make_frames([chosen[i] for i in frames])
             for j, i in enumerate(frames):
@@ -363,6 +394,20 @@ class ModelRunner:
         bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
         inputs = torch.stack([bos if row.positive_input is None else row.positive_input for row in rows])
         return self._forward([row.frame.negative for row in rows], inputs)
+
+
+def _replay_runs(tokens: Sequence[int], frame_token: int, end_token: int) -> list[tuple[int, int, bool]]:
+    """The replayed frames in runs (first, end) between speech ends, each with whether a speech end follows it."""
+    runs, first, frames = [], 0, 0
+    for token in tokens:
+        if token == frame_token:
+            frames += 1
+        elif token == end_token:
+            runs.append((first, frames, True))
+            first = frames
+    if frames > first:
+        runs.append((first, frames, False))
+    return runs
 
 
 def _pool_blocks(config: RunnerConfig, shape: KVPoolShape, device: torch.device, dtype: torch.dtype) -> int:
