@@ -260,7 +260,8 @@ class ModelRunner:
         After tokens t1..tn (frames among them), `generate()` has fed the positive branch the prompt and the
         inputs of t1..t(n-1) (tn's is the next input), fed the negative branch, for every frame, what the
         positive branch was fed in that frame's step (the speech start after the prompt for the first), with
-        its history hidden at each speech start, and streamed every frame through the decoder and encoder.
+        its history hidden at each speech start, and streamed every frame through the decoder and encoder (which
+        start again from silence after each speech end, the original's rule).
         """
         replay = start.replay
         tokens = torch.tensor(replay.tokens, device=self.device)
