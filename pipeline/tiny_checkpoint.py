@@ -124,7 +124,9 @@ def tiny_config() -> VibeVoiceConfig:
     """A VibeVoice config with the real component structure at toy sizes."""
     tokenizer_sizes = {
         "num_filters": 4,
-        "depths": [1, 1, 1, 1, 1, 1, 1],
+        # Uneven, like the published "3-3-3-3-3-3-8" (the decoder takes them reversed): an ordering mistake in the
+        # original layout's mapping then shows as missing and unexpected weights.
+        "depths": [1, 1, 1, 1, 1, 1, 2],
         "downsampling_ratios": [2, 2, 4, 5, 5, 8],
         "kernel_size": 7,
     }
