@@ -32,8 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,7 +48,9 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.conftest import RedisServer, free_port  # noqa: E402
 from tests.synthetic_audio import voice_like  # noqa: E402
+from workers.supervisor import stop_process  # noqa: E402
 
 TURN = "{name}: Turn {n} of the show, where {name} says a sentence or two about the news of the week."
 SPEECH = "Hello there, how are you today?"
@@ -93,33 +93,6 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Redis:
-    """A throwaway redis-server without persistence on a free port."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.process = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-
 class Serve:
     """`voxcast serve --model tiny-random` in single-user mode, its log in the run's folder."""
 
@@ -160,12 +133,7 @@ class Serve:
         raise RuntimeError(f"serve did not start; see {self.log}")
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, 60)
         self.client.close()
 
 
@@ -348,7 +316,9 @@ def main() -> None:
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="voxcast-bench-service-"))
-    redis = None if args.redis_url else Redis(folder)
+    redis = None if args.redis_url else RedisServer(folder)
+    if redis is not None:
+        redis.start()
     redis_url = args.redis_url or redis.url  # type: ignore[union-attr]
     figures = []
     try:

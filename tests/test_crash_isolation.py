@@ -30,6 +30,7 @@ import soundfile as sf
 
 from tests.conftest import ROOT, free_port
 from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, upload_voice
+from workers.supervisor import stop_process
 
 FINAL = {"done", "failed", "cancelled"}
 MATRIX_SEED = 20_261_130
@@ -111,12 +112,7 @@ class Serve:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process, 60)
         self.client.close()
 
 

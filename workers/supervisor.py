@@ -62,6 +62,17 @@ def exit_reason(status: int) -> str:
     return f"exit status {status}"
 
 
+def stop_process(process: subprocess.Popen[bytes], grace_seconds: float) -> int:
+    """SIGTERM `process`, SIGKILL it if it has not ended within `grace_seconds`; its exit status."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        logger.warning("the process did not stop in time; killing it", extra={"pid": process.pid})
+        process.kill()
+        return process.wait()
+
+
 class WorkerSupervisor:
     """Keeps one worker process running; see the module's docstring."""
 
@@ -164,13 +175,7 @@ class WorkerSupervisor:
 
     def _end(self, process: subprocess.Popen[bytes]) -> int:
         """A warm shutdown (running jobs finish their step; one cut short resumes later), forced if it lingers."""
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(self.stop_seconds)
-        except subprocess.TimeoutExpired:
-            logger.warning("the worker did not stop in time; killing it", extra={"pid": process.pid})
-            process.kill()
-            return process.wait()
+        return stop_process(process, self.stop_seconds)
 
     def _take_back_jobs(self, database: Database, celery: Celery, pid: int) -> list[str]:
         """Release the jobs the dead worker held (each counts a worker death) and send back those still allowed.
