@@ -49,7 +49,7 @@ def run(loaded: LoadedModel, requests: list[SegmentRequest], **config: object) -
         frames = [event for event in events if event.kind is EventKind.AUDIO]
         audio.append(np.concatenate([frame.audio for frame in frames]))
         latents.append(torch.stack([frame.latent for frame in frames]))
-    graphs_on = engine.runner.fixed is not None and engine.runner.fixed.captured.enabled
+    graphs_on = engine.runner.graphs_captured
     print(f"  engine {config}: {graphs} graphs, graphs on: {graphs_on}")
     return audio, latents
 

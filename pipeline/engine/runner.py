@@ -131,12 +131,8 @@ class ModelRunner:
         )
 
     @property
-    def memory_bytes(self) -> int:
-        """Memory held up front: the K/V pool and the next-input buffer (codec states grow on first use)."""
-        return self.pool.nbytes + self.next_embeds.numel() * self.next_embeds.element_size()
-
-    @property
     def graphs_captured(self) -> bool:
+        """Whether the fixed-shape step replays CUDA graphs (False once a capture failed and it fell back)."""
         return self.fixed is not None and self.fixed.captured.enabled
 
     def overlaps(self, diffusion_steps: set[int]) -> bool:
