@@ -117,11 +117,11 @@ def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
 
 def _check_fits(engine: Engine, loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray]) -> None:
     """Refuse, before generating anything, a segment no engine of this model and memory could ever run."""
-    from pipeline.generation import prompt_token_count
+    from pipeline.generation import frame_budget, prompt_token_count
 
     for number, segment in enumerate(plan.segments, start=1):
         prompt = prompt_token_count(loaded, segment.text, voices)
-        frames = max(1, min(segment.max_frames, engine.room_after(prompt)))
+        frames = frame_budget(engine, prompt, segment.max_frames)
         if (problem := engine.refusal(prompt, frames)) is not None:
             raise InputError(
                 f"generation {number} of {len(plan.segments)} is too long: {problem}; split it with pause tags "

@@ -102,6 +102,12 @@ def chars_per_token(loaded: LoadedModel) -> float:
     return len(_RATE_SAMPLE) / len(loaded.processor.tokenizer(_RATE_SAMPLE)["input_ids"])
 
 
+def frame_budget(engine: Engine, prompt_tokens: int, max_frames: int) -> int:
+    """Frames a generation may make: its plan's budget, capped by what the engine can hold after its prompt (the
+    model's context, the K/V pool), and at least one, so a prompt that leaves no room fails with the numbers."""
+    return max(1, min(max_frames, engine.room_after(prompt_tokens)))
+
+
 def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool = False) -> RequestHandle:
     """Queue one segment in the engine; its frame budget is `generate()`'s `max_new_tokens`, capped by what the
     engine can hold after the prompt (the model's context, its K/V pool); a prompt that leaves nothing fails
@@ -113,7 +119,7 @@ def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool =
     return engine.submit(
         GenerationRequest(
             prompt=prompt,
-            max_new_tokens=max(1, min(request.max_frames, engine.room_after(prompt.length))),
+            max_new_tokens=frame_budget(engine, prompt.length, request.max_frames),
             seed=settings.seed,
             cfg_scale=settings.cfg_scale,
             diffusion_steps=settings.diffusion_steps,
