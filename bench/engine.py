@@ -79,8 +79,8 @@ def build_model(size: str, device: torch.device, dtype: torch.dtype) -> LoadedMo
     config = tiny_config()
     if size == "1.5b":
         config = VibeVoiceConfig()  # transformers' defaults are VibeVoice-1.5B's shapes, 151,936-token vocabulary
-        config.text_config.tie_word_embeddings = False  # an untied head lets the LM be nudged to keep speaking
-        config.tie_word_embeddings = False
+        config.text_config.tie_word_embeddings = True  # as the published 1.5B: the head is the embeddings
+        config.tie_word_embeddings = True
     with torch.device(device):
         model = build_tiny_model(tokenizer, seed=0, config=config).to(dtype)
     processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)

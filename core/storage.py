@@ -144,9 +144,9 @@ class JobFolder:
     def segment_latents(self, index: int) -> Path:
         return self.root / "segments" / f"{index:04d}.latents.npy"
 
-    def segment_partial_latents(self, index: int) -> Path:
-        """The latents of a segment still being generated, rewritten every few frames (for resuming)."""
-        return self.root / "segments" / f"{index:04d}.partial.npy"
+    def segment_partial_frames(self, index: int) -> Path:
+        """The frames of a segment still being generated, appended as they come (for resuming; `partial_frames`)."""
+        return self.root / "segments" / f"{index:04d}.partial.frames"
 
     @property
     def outputs(self) -> Path:
@@ -179,6 +179,14 @@ class DataFolder:
 
     def voice(self, voice_id: str) -> Path:
         return self.root / "voices" / f"{_checked_id(voice_id)}.wav"
+
+    @property
+    def trash_root(self) -> Path:
+        """Where a deleted job's folder goes, in one rename, before it is removed (see `core.job_deletion`)."""
+        return self.root / "trash"
+
+    def trash(self, job_id: str) -> Path:
+        return self.trash_root / _checked_id(job_id)
 
     def relative(self, path: Path) -> str:
         """How the database names a file: relative to the data folder, so the folder can move."""

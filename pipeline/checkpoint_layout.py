@@ -229,11 +229,13 @@ def _hf_tokenizer_config(original: Mapping[str, Any]) -> dict[str, Any]:
     return converted
 
 
-def original_config_from_hf(config: VibeVoiceConfig) -> dict[str, Any]:
-    """An original-layout config.json for a transformers config (used to write tiny test checkpoints)."""
-    text = config.text_config.to_dict()
-    text["torch_dtype"] = "float32"
-    text.pop("dtype", None)
+def original_config_from_hf(config: VibeVoiceConfig, dtype: str = "bfloat16") -> dict[str, Any]:
+    """An original-layout config.json for a transformers config (used to write tiny test checkpoints).
+
+    Its `decoder_config` holds the keys the published one holds, in their older spelling (`rope_theta` and
+    `rope_scaling` where transformers 5 writes `rope_parameters`), so loading must translate them.
+    """
+    text = _original_decoder_config(config.text_config, dtype)
     head = config.diffusion_head_config
     return {
         "model_type": "vibevoice",
@@ -259,7 +261,36 @@ def original_config_from_hf(config: VibeVoiceConfig) -> dict[str, Any]:
             "ddpm_batch_mul": 4,
         },
         "tie_word_embeddings": config.tie_word_embeddings,
-        "torch_dtype": "float32",
+        "torch_dtype": dtype,
+    }
+
+
+def _original_decoder_config(text: Any, dtype: str) -> dict[str, Any]:
+    """The Qwen2 decoder's config as `microsoft/VibeVoice-1.5B` spells it (transformers 4.51's keys)."""
+    rope = dict(text.rope_parameters or {})
+    rope_type = rope.pop("rope_type", "default")
+    rope_theta = rope.pop("rope_theta", 10000.0)
+    return {
+        "attention_dropout": text.attention_dropout,
+        "hidden_act": text.hidden_act,
+        "hidden_size": text.hidden_size,
+        "initializer_range": text.initializer_range,
+        "intermediate_size": text.intermediate_size,
+        "max_position_embeddings": text.max_position_embeddings,
+        "max_window_layers": text.max_window_layers,
+        "model_type": "qwen2",
+        "num_attention_heads": text.num_attention_heads,
+        "num_hidden_layers": text.num_hidden_layers,
+        "num_key_value_heads": text.num_key_value_heads,
+        "rms_norm_eps": text.rms_norm_eps,
+        "rope_scaling": None if rope_type == "default" else {"rope_type": rope_type, **rope},
+        "rope_theta": rope_theta,
+        "sliding_window": None,
+        "tie_word_embeddings": text.tie_word_embeddings,
+        "torch_dtype": dtype,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": text.vocab_size,
     }
 
 

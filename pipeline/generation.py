@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from pipeline.engine import Engine, EngineEvent, EventKind, GenerationRequest, PromptInputs, RequestHandle
+from pipeline.engine import Engine, EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
 from pipeline.model_loading import LoadedModel
 from pipeline.prompt import SegmentText, build_prompt_text, voice_samples_in_prompt_order
 
@@ -41,9 +41,9 @@ class SegmentRequest:
     voices: Mapping[int, np.ndarray]
     max_frames: int
     settings: GenerationSettings = field(default_factory=GenerationSettings)
-    # Latents of the frames an interrupted run already made ([frames, latent_dim]): the engine replays
-    # them and generates only the rest; the result still holds every frame.
-    resume_latents: torch.Tensor | None = None
+    # What an interrupted run already made (the tokens and latents of its frames): the engine replays it and
+    # generates only the rest; the result still holds every frame.
+    resume: Replay | None = None
     # How the engine schedules it beside other work (see `GenerationRequest`): the job it belongs to, its
     # class and its priority.
     job: str | None = None
@@ -124,7 +124,7 @@ def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool =
             cfg_scale=settings.cfg_scale,
             diffusion_steps=settings.diffusion_steps,
             streaming=streaming,
-            resume_latents=request.resume_latents,
+            resume=request.resume,
             job=request.job,
             interactive=request.interactive,
             priority=request.priority,

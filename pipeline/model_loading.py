@@ -181,8 +181,9 @@ def _load_hf_processor(folder: Path) -> VibeVoiceProcessor:
 def _original_processor(folder: Path) -> VibeVoiceProcessor:
     """The processor for an original-layout folder, built the way the original VibeVoice processor was.
 
-    Those checkpoints ship no tokenizer; `preprocessor_config.json` names the Qwen tokenizer to use, by hub
-    id or by a folder (resolved beside the checkpoint). Tokenizer files inside the checkpoint folder win.
+    Those checkpoints ship no tokenizer; `preprocessor_config.json` names the Qwen tokenizer to use by hub id
+    (`Qwen/Qwen2.5-1.5B`), taken from the hub cache, or from a folder of that name beside the config (for machines
+    that never reach the hub). Tokenizer files inside the checkpoint folder win.
     """
     preprocessor_path = folder / "preprocessor_config.json"
     preprocessor = read_json(preprocessor_path, what="processor config") if preprocessor_path.exists() else {}
@@ -191,7 +192,7 @@ def _original_processor(folder: Path) -> VibeVoiceProcessor:
     else:
         name = preprocessor.get("language_model_pretrained_name", "Qwen/Qwen2.5-1.5B")
         beside = folder / name
-        tokenizer_source = str(beside) if beside.is_dir() else str(download_from_hub(name))
+        tokenizer_source = str(beside) if beside.is_dir() else _tokenizer_from_hub(name, beside)
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     except (OSError, ValueError) as error:
@@ -204,6 +205,17 @@ def _original_processor(folder: Path) -> VibeVoiceProcessor:
         eps=audio.get("eps", 1e-6),
     )
     return VibeVoiceProcessor(feature_extractor, tokenizer)
+
+
+def _tokenizer_from_hub(name: str, beside: Path) -> str:
+    """The hub cache's (or the hub's) copy of the tokenizer an original-layout folder names."""
+    try:
+        return str(download_from_hub(name))
+    except ModelLoadError as error:
+        raise ModelLoadError(
+            f"the checkpoint uses the tokenizer {name!r}, which is neither in the Hugging Face cache nor reachable: "
+            f"download it on a connected machine (huggingface-cli download {name}) or copy its files to {beside}"
+        ) from error
 
 
 def _special_token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:

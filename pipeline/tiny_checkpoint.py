@@ -36,6 +36,7 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|visi
 VOCAB_SIZE = 3072
 CONTEXT = 65_536  # VibeVoice-1.5B's `max_position_embeddings`
 SPEAKING_OFFSET = 8.0
+ORIGINAL_TOKENIZER = "Qwen/Qwen2.5-1.5B"  # what the published original-layout checkpoints' processor config names
 
 # What the tiny tokenizer learns from besides the prompt's own words: about 1,200 common English words, so it
 # spends about one token per 2.7 characters of a script (Qwen2's reads about 4): a script takes roughly the
@@ -140,7 +141,7 @@ def tiny_config() -> VibeVoiceConfig:
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
             "max_position_embeddings": CONTEXT,
-            "tie_word_embeddings": False,
+            "tie_word_embeddings": True,  # as VibeVoice-1.5B's: the LM head reads the token embeddings
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
         },
         audio_config={"model_type": "vibevoice_acoustic_tokenizer", "hidden_size": 8, **tokenizer_sizes},
@@ -220,12 +221,18 @@ def _make_tokenizers_sensitive(model: VibeVoiceForConditionalGeneration) -> None
 
 @torch.no_grad()
 def _nudge_towards_speaking(model: VibeVoiceForConditionalGeneration) -> None:
+    """Dimension 0 of every hidden state carries an offset; the audio-diffusion token's head row reads it most.
+
+    With tied embeddings the head's rows are the embeddings, whose dimension 0 is the offset itself, so the
+    audio token's row gets one more than the largest; an untied head gets the same rule.
+    """
     config = model.config
     inner = model.model
     inner.language_model.embed_tokens.weight[:, 0] = SPEAKING_OFFSET
     inner.multi_modal_projector.linear_2.bias[0] = SPEAKING_OFFSET
     inner.semantic_connector.linear_2.bias[0] = SPEAKING_OFFSET
-    model.lm_head.weight[config.audio_token_id, 0] = 1.0
+    head = model.get_output_embeddings().weight
+    head[config.audio_token_id, 0] = head[:, 0].max() + 1.0
 
 
 def write_tiny_checkpoint(directory: str | Path, layout: Layout = "hf", seed: int = 0) -> Path:
@@ -234,8 +241,10 @@ def write_tiny_checkpoint(directory: str | Path, layout: Layout = "hf", seed: in
     `hf` is the transformers layout (`save_pretrained` of model and processor). `original` mimics
     `microsoft/VibeVoice-1.5B`: a `model_type: vibevoice` config with `acoustic_tokenizer_config`,
     `decoder_config` and friends, weights named `model.acoustic_tokenizer.*`, `model.prediction_head.*`,
-    `model.acoustic_connector.*`, and a `preprocessor_config.json` as the original processor wrote it,
-    naming the tokenizer to use by path instead of by hub id.
+    `model.acoustic_connector.*`, stored as the published one is (bf16, sharded with an index, the head tied
+    to the embeddings and not stored, the decoder config in its older spelling), and a `preprocessor_config.json`
+    as the original processor wrote it, naming `Qwen/Qwen2.5-1.5B`'s tokenizer (the tiny one lies beside the
+    config under that name).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -256,13 +265,7 @@ def write_tiny_checkpoint(directory: str | Path, layout: Layout = "hf", seed: in
 def _write_original_layout(
     directory: Path, model: VibeVoiceForConditionalGeneration, tokenizer: PreTrainedTokenizerFast
 ) -> None:
-    from safetensors.torch import save_file
-
-    # The original checkpoints ship no tokenizer: their processor config names the Qwen tokenizer to load
-    # (`Qwen/Qwen2.5-1.5B`). The tiny one names a folder beside its config instead, resolved the same way.
-    tokenizer_directory = directory / "qwen-tokenizer"
-    state_dict = to_original_state_dict(model.state_dict())
-    save_file({key: value.contiguous() for key, value in state_dict.items()}, directory / "model.safetensors")
+    _write_sharded_bf16(directory, to_original_state_dict(_without_tied_weights(model)))
     (directory / "config.json").write_text(json.dumps(original_config_from_hf(model.config), indent=2))
     (directory / "preprocessor_config.json").write_text(
         json.dumps(
@@ -277,9 +280,33 @@ def _write_original_layout(
                     "target_dB_FS": -25,
                     "eps": 1e-06,
                 },
-                "language_model_pretrained_name": tokenizer_directory.name,
+                "language_model_pretrained_name": ORIGINAL_TOKENIZER,
             },
             indent=2,
         )
     )
-    tokenizer.save_pretrained(tokenizer_directory)
+    # The published checkpoints ship no tokenizer: the processor config names Qwen's, which a user's hub cache
+    # holds. The tiny one's sits beside the config under that name, where the loader also looks.
+    tokenizer.save_pretrained(directory / ORIGINAL_TOKENIZER)
+
+
+def _without_tied_weights(model: VibeVoiceForConditionalGeneration) -> dict[str, torch.Tensor]:
+    """The state dict as `save_pretrained` stores it: a head tied to the embeddings is not stored twice."""
+    state = model.state_dict()
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight")
+    return state
+
+
+def _write_sharded_bf16(directory: Path, state_dict: dict[str, torch.Tensor]) -> None:
+    """bf16 weights in several shards and their `model.safetensors.index.json`, as the published 1.5B stores them."""
+    from huggingface_hub import split_torch_state_dict_into_shards
+    from safetensors.torch import save_file
+
+    weights = {key: value.to(torch.bfloat16).contiguous() for key, value in state_dict.items()}
+    total = sum(value.numel() * value.element_size() for value in weights.values())
+    split = split_torch_state_dict_into_shards(weights, max_shard_size=total // 3 + 1)
+    for filename, keys in split.filename_to_tensors.items():
+        save_file({key: weights[key] for key in keys}, directory / filename, metadata={"format": "pt"})
+    index = {"metadata": {"total_size": total}, "weight_map": split.tensor_to_filename}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SRT_TIME = re.compile(r"(\d+):(\d\d):(\d\d),(\d{3}) --> (\d+):(\d\d):(\d\d),(\d{3})")
 
 
-def voxcast(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def voxcast(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "cli.main", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=None)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
 def srt_spans(text: str) -> list[tuple[float, float]]:
@@ -109,3 +111,35 @@ def test_tiny_checkpoint_command_writes_a_loadable_folder(tmp_path: Path) -> Non
     from pipeline.model_loading import detect_layout
 
     assert detect_layout(tmp_path / "ckpt") == "original"
+
+
+def test_a_published_original_checkpoint_takes_its_tokenizer_from_the_hub_cache(
+    tiny_original_checkpoint: Path, examples: Path, tmp_path: Path
+) -> None:
+    """Like `microsoft/VibeVoice-1.5B`, the folder holds no tokenizer and names Qwen's; a user without the hub has
+    it in the Hugging Face cache (HF_HUB_OFFLINE=1). Without it there, the error says where to put it."""
+    checkpoint = tmp_path / "VibeVoice-1.5B"
+    shutil.copytree(tiny_original_checkpoint, checkpoint, ignore=shutil.ignore_patterns("Qwen"))
+    cache = tmp_path / "hub"
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    script = tmp_path / "show.txt"
+    script.write_text("Alice: Hello there.\nBob: Hi, Alice.\n", encoding="utf-8")
+    output = tmp_path / "episode.wav"
+    arguments = (
+        "generate", str(script), "--voice", f"1={examples / 'voices' / 'en-Alice_woman.wav'}",
+        "--voice", f"2={examples / 'voices' / 'en-Carter_man.wav'}", "--model", str(checkpoint), "-o", str(output),
+    )  # fmt: skip
+
+    missing = voxcast(*arguments, cwd=ROOT, env=env)
+    assert missing.returncode != 0 and not output.exists()
+    assert "'Qwen/Qwen2.5-1.5B'" in missing.stderr and str(checkpoint / "Qwen" / "Qwen2.5-1.5B") in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repository = cache / "models--Qwen--Qwen2.5-1.5B"
+    shutil.copytree(tiny_original_checkpoint / "Qwen" / "Qwen2.5-1.5B", repository / "snapshots" / revision)
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text(revision)
+    result = voxcast(*arguments, cwd=ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    assert sf.info(output).duration > 0.5

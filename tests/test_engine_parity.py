@@ -19,7 +19,7 @@ import pytest
 import torch
 from transformers.generation import LogitsProcessor, LogitsProcessorList
 
-from pipeline.engine import Engine, EngineConfig, EventKind, GenerationRequest
+from pipeline.engine import Engine, EngineConfig, EngineEvent, EventKind, GenerationRequest, Replay
 from pipeline.engine.runner import ModelRunner, RunnerConfig
 from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, prompt_inputs, submit_segment
 from pipeline.model_loading import LoadedModel, load_model
@@ -185,13 +185,18 @@ def test_events_come_in_order(tiny: LoadedModel) -> None:
 RESUMED = segment(0, 12, seed=21)
 
 
+def frames_only(tiny: LoadedModel, latents: torch.Tensor) -> Replay:
+    """What a run that chose nothing but frames made (all the tiny model ever chooses by itself)."""
+    return Replay((tiny.model.config.audio_token_id,) * len(latents), latents.clone())
+
+
 @pytest.mark.parametrize("stored_frames", [1, 5, 11])
 def test_a_resumed_request_carries_on_as_if_never_interrupted(
     tiny: LoadedModel, stored_frames: int, step_kind: dict
 ) -> None:
     """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
     expected = reference(tiny, RESUMED)
-    resumed = dataclasses.replace(RESUMED, resume_latents=expected.latents[:stored_frames].clone())
+    resumed = dataclasses.replace(RESUMED, resume=frames_only(tiny, expected.latents[:stored_frames]))
     engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=32, **step_kind))
     (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
     torch.testing.assert_close(result.latents[:stored_frames], expected.latents[:stored_frames])
@@ -200,7 +205,7 @@ def test_a_resumed_request_carries_on_as_if_never_interrupted(
 
 def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel) -> None:
     reference = reference_generate_segment(tiny, segment(2, 4, seed=5))
-    resumed = dataclasses.replace(segment(2, 4, seed=5), resume_latents=reference.latents)
+    resumed = dataclasses.replace(segment(2, 4, seed=5), resume=frames_only(tiny, reference.latents))
     engine = Engine.for_model(tiny, EngineConfig(slots=1))
     handle = submit_segment(engine, resumed)
     engine.run_until_idle()
@@ -364,6 +369,43 @@ def generate_as_the_original(tiny: LoadedModel, request: SegmentRequest, schedul
             return reference_generate_segment(tiny, request)
     finally:
         del inner.audio_tower.decode, inner.semantic_tokenizer_encoder.forward  # back to the classes' methods
+
+
+@pytest.mark.parametrize("stored_frames", [3, 4, 8], ids=["before-the-restart", "after-it", "after-two-starts"])
+def test_a_run_resumed_across_a_speech_restart_carries_on_as_the_original(
+    tiny: LoadedModel, stored_frames: int, step_kind: dict
+) -> None:
+    """A resume replays the tokens chosen between frames as well as the latents (each `audio` event carries them,
+    and a worker stores them beside each latent): the speech end and start are part of what it must rebuild."""
+    schedule = schedule_ids(tiny.model.config)
+    request = segment(0, len(schedule), 41)
+    expected = generate_as_the_original(tiny, request, schedule)
+    config = EngineConfig(slots=2, prefill_chunk=64, block_size=4, kv_blocks=4096, **step_kind)
+    runner_config = RunnerConfig(rows=2, block_size=4, kv_blocks=4096, **step_kind)
+
+    def forced_engine() -> Engine:
+        return Engine(ForcedTokensRunner(tiny, runner_config, schedule=schedule), config, tiny)
+
+    frames = frame_events(forced_engine(), request)
+    assert [token for frame in frames for token in frame.tokens] == schedule[:-1]  # all but the end of text
+    stored = frames[:stored_frames]
+    replay = Replay(tuple(t for frame in stored for t in frame.tokens), torch.stack([f.latent for f in stored]))
+    (result,) = run_in_engine(forced_engine(), [(0, dataclasses.replace(request, resume=replay))])
+    assert_same(result, expected)
+    if len(replay.tokens) > stored_frames:  # a restart inside the replay: the latents alone would lose it
+        latents_only = dataclasses.replace(request, resume=frames_only(tiny, replay.latents))
+        (wrong,) = run_in_engine(forced_engine(), [(0, latents_only)])
+        shared = min(len(wrong.audio), len(expected.audio))
+        assert np.abs(wrong.audio[:shared] - expected.audio[:shared]).max() > 100 * AUDIO_TOLERANCE
+
+
+def frame_events(engine: Engine, request: SegmentRequest) -> list[EngineEvent]:
+    """The `audio` events of `request` run alone to its end."""
+    handle = submit_segment(engine, request)
+    engine.run_until_idle()
+    events = list(handle.events(timeout=1))
+    assert events[-1].kind is EventKind.FINISHED, events[-1]
+    return [event for event in events if event.kind is EventKind.AUDIO]
 
 
 @contextlib.contextmanager

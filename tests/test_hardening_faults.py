@@ -34,7 +34,7 @@ import sqlalchemy
 import torch
 
 from core.models import Job
-from core.storage import NoSpaceLeft
+from core.storage import JobFolder, NoSpaceLeft
 from pipeline.engine import Engine, EngineConfig
 from pipeline.engine.requests import FINAL_EVENTS, EventKind
 from pipeline.engine.runner import ModelRunner, RunnerConfig
@@ -51,6 +51,7 @@ from tests.service_client import (
 )
 from tests.synthetic_audio import voice_like
 from workers.assembly import Episode, write_episode
+from workers.partial_frames import PartialFrames
 
 KILL_SEED = 20_240_611
 KILLS = 3
@@ -78,9 +79,9 @@ def episode(stack, job_id: str, name: str = "episode.wav") -> np.ndarray:  # typ
 
 
 def leftovers(folder: Path) -> list[str]:
-    """Files a finished attempt must not leave behind: temporaries and the latents of an unfinished segment."""
+    """Files a finished attempt must not leave behind: temporaries and the frames of an unfinished segment."""
     return sorted(
-        str(path.relative_to(folder)) for path in folder.rglob("*") if path.name.endswith((".tmp", ".partial.npy"))
+        str(path.relative_to(folder)) for path in folder.rglob("*") if path.name.endswith((".tmp", ".partial.frames"))
     )
 
 
@@ -201,7 +202,7 @@ def test_a_whole_mode_generation_killed_half_way_loses_no_stored_frame(make_serv
     job_id = submit_whole(client, voice)
     wait_until(lambda: job_row(stack, job_id).frames_done >= reference_row.frames // 2, "the job to pass half way")
     kill(worker)
-    stored = len(np.load(stack.root / "data" / "jobs" / job_id / "segments" / "0000.partial.npy"))
+    stored = PartialFrames(JobFolder(stack.root / "data" / "jobs" / job_id).segment_partial_frames(0)).stored_frames
     assert stored >= 8
     worker = stack.start_worker()
     progress = []  # frames_done seen while the second attempt runs
@@ -359,7 +360,7 @@ def test_a_full_disk_fails_the_job_clearly_and_a_retry_completes_it(
         reference = data / "jobs" / reference_id
         needed = disk_bytes(reference / "inputs") + disk_bytes(reference / "segments")
         first_output = disk_bytes(reference / "outputs") // 4  # well below the episode's first file
-        # Leave room for the job's inputs and segments (and its partial latents), not for its episode.
+        # Leave room for the job's inputs and segments (and its partial frames), not for its episode.
         free = shutil.disk_usage(data).free
         filler = data / "filler"
         filler.write_bytes(b"\0" * (free - needed - first_output))

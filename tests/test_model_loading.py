@@ -32,10 +32,16 @@ def test_original_layout_loads_to_the_same_weights(tiny_hf_checkpoint: Path, tin
     assert original.layout == "original"
     ours, theirs = original.model.state_dict(), reference.model.state_dict()
     assert ours.keys() == theirs.keys()
-    assert all(torch.equal(ours[key], theirs[key]) for key in ours)
-    for name in ("audio_bos_token_id", "audio_eos_token_id", "audio_token_id", "eos_token_id"):
+    # stored in bf16, as the published checkpoint is, and loaded in float32 on the CPU
+    assert all(torch.equal(ours[key], theirs[key].to(torch.bfloat16).to(theirs[key].dtype)) for key in ours)
+    assert original.model.lm_head.weight is original.model.model.language_model.embed_tokens.weight
+    for name in ("audio_bos_token_id", "audio_eos_token_id", "audio_token_id", "eos_token_id", "tie_word_embeddings"):
         assert getattr(original.model.config, name) == getattr(reference.model.config, name)
     assert original.model.config.audio_config.vae_std == pytest.approx(reference.model.config.audio_config.vae_std)
+    # the older `rope_theta` spelling is read (a dropped one would leave Qwen2's default of 10,000)
+    assert original.model.config.text_config.rope_parameters == reference.model.config.text_config.rope_parameters
+    depths = original.model.config.audio_config.depths
+    assert depths == reference.model.config.audio_config.depths and len(set(depths)) > 1
 
 
 def test_an_original_layout_folder_gets_the_end_of_text_ids_for_generate(tiny_original_checkpoint: Path) -> None:
@@ -47,8 +53,29 @@ def test_an_original_layout_folder_gets_the_end_of_text_ids_for_generate(tiny_or
     assert (generation.eos_token_id, generation.pad_token_id) == (end_of_text, end_of_text)
 
 
+def test_original_checkpoint_is_stored_as_the_published_one(tiny_original_checkpoint: Path) -> None:
+    """Sharded bf16 with an index, the tied head not stored, the older config keys, the tokenizer named by hub id."""
+    index = json.loads((tiny_original_checkpoint / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and not (tiny_original_checkpoint / "model.safetensors").exists()
+    weights = {key: value for shard in shards for key, value in load_file(tiny_original_checkpoint / shard).items()}
+    assert set(weights) == set(index["weight_map"])
+    assert {value.dtype for value in weights.values()} == {torch.bfloat16}
+    assert "lm_head.weight" not in weights and "model.language_model.embed_tokens.weight" in weights
+    config = json.loads((tiny_original_checkpoint / "config.json").read_text())
+    decoder = config["decoder_config"]
+    assert config["tie_word_embeddings"] and decoder["tie_word_embeddings"]
+    assert decoder["rope_theta"] == 1000000.0 and decoder["rope_scaling"] is None and "rope_parameters" not in decoder
+    assert (config["torch_dtype"], decoder["torch_dtype"]) == ("bfloat16", "bfloat16")
+    assert config["acoustic_tokenizer_config"]["encoder_depths"] == "1-1-1-1-1-1-2"
+    preprocessor = json.loads((tiny_original_checkpoint / "preprocessor_config.json").read_text())
+    assert preprocessor["language_model_pretrained_name"] == "Qwen/Qwen2.5-1.5B"
+    assert not (tiny_original_checkpoint / "tokenizer.json").exists()
+
+
 def test_original_checkpoint_really_uses_original_names(tiny_original_checkpoint: Path) -> None:
-    keys = set(load_file(tiny_original_checkpoint / "model.safetensors"))
+    index = json.loads((tiny_original_checkpoint / "model.safetensors.index.json").read_text())
+    keys = set(index["weight_map"])
     assert any(key.startswith("model.acoustic_tokenizer.") for key in keys)
     assert any(key.startswith("model.prediction_head.") for key in keys)
     assert any(key.startswith("model.acoustic_connector.") for key in keys)

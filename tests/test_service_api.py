@@ -225,3 +225,92 @@ def test_jobs_in_flight_are_limited_per_key_and_admins_can_retry(stack, voice_wa
     )
     job = wait_for(carol, accepted[0].json()["id"], {"done", "failed"})
     assert job["state"] == "done", job["error"]
+
+
+# --- deleting a job that has ended: every file and row, by its owner or an admin, finished after a crash ----------
+
+
+def job_traces(stack, job_id: str) -> dict[str, bool]:  # type: ignore[no-untyped-def]
+    """Where a job leaves traces: its folder, a trash copy, its row, its segment rows."""
+    from sqlalchemy import select
+
+    from core.models import Job, JobSegment
+
+    data = stack.root / "data"
+    with stack.database().session() as session:
+        row = session.get(Job, job_id) is not None
+        segments = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id)).first() is not None
+    return {
+        "folder": (data / "jobs" / job_id).exists(),
+        "trash": (data / "trash" / job_id).exists(),
+        "row": row,
+        "segments": segments,
+    }
+
+
+GONE = {"folder": False, "trash": False, "row": False, "segments": False}
+KEPT = {"folder": True, "trash": False, "row": True, "segments": True}
+
+
+def test_an_owner_deletes_an_ended_job_with_all_its_files(stack, alice: httpx.Client, alice_voice: str) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(alice, SCRIPT, alice_voice, formats=["wav", "mp3"]).json()["id"]
+    assert wait_for(alice, job_id, {"done", "failed"})["state"] == "done"
+    assert job_traces(stack, job_id) == KEPT
+
+    running_id = submit(alice, LONG_SCRIPT, alice_voice, mode="turns").json()["id"]
+    refused = alice.delete(f"/v1/jobs/{running_id}", params={"purge": "true"})
+    assert refused.status_code == 409, refused.text
+    assert f"cancel it first (DELETE /v1/jobs/{running_id})" in refused.json()["detail"]
+    assert alice.delete(f"/v1/jobs/{running_id}").status_code == 200  # cancelled, and then it may go
+    assert wait_for(alice, running_id, {"cancelled", "done", "failed"})["state"] in {"cancelled", "done"}
+    assert alice.delete(f"/v1/jobs/{running_id}", params={"purge": "true"}).status_code == 204
+
+    bob = stack.client(stack.mint_key("bob-deletes"))
+    assert bob.delete(f"/v1/jobs/{job_id}", params={"purge": "true"}).status_code == 404
+    assert job_traces(stack, job_id) == KEPT
+
+    deleted = alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
+    assert deleted.status_code == 204 and deleted.content == b""
+    assert job_traces(stack, job_id) == GONE
+    for path in ("", "/audio.wav", "/audio.mp3", "/transcript.srt", "/chapters.json", "/segments/0/audio.wav"):
+        assert alice.get(f"/v1/jobs/{job_id}{path}").status_code == 404, path
+    assert job_id not in [job["id"] for job in alice.get("/v1/jobs").json()["jobs"]]
+    assert alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"}).status_code == 404
+    assert alice.get(f"/v1/voices/{alice_voice}").status_code == 200  # the library voice it used stays
+
+
+def test_an_admin_deletes_any_ended_job(stack, alice: httpx.Client, alice_voice: str) -> None:  # type: ignore[no-untyped-def]
+    job_id = submit(alice, SCRIPT, alice_voice, formats=["wav"]).json()["id"]
+    assert wait_for(alice, job_id, {"done", "failed"})["state"] == "done"
+    admin = stack.client(stack.mint_key("ops-deletes", admin=True))
+    assert admin.delete(f"/v1/jobs/{job_id}", params={"purge": "true"}).status_code == 204
+    assert job_traces(stack, job_id) == GONE
+
+
+def test_a_delete_cut_short_by_a_crash_is_finished_by_deleting_again_or_by_the_sweeper(
+    stack, alice: httpx.Client, alice_voice: str
+) -> None:  # type: ignore[no-untyped-def]
+    """What a crash leaves after each step of `core.job_deletion`, made by hand: the folder in the trash with the
+    rows still there, or only the trash copy. The first is finished by a second delete, the second by the worker's
+    sweeper (it also finishes the first kind by itself)."""
+    from sqlalchemy import delete
+
+    from core.models import Job, JobSegment
+
+    data = stack.root / "data"
+    first, second = (submit(alice, SCRIPT, alice_voice, formats=["wav"]).json()["id"] for _ in range(2))
+    for job_id in (first, second):
+        assert wait_for(alice, job_id, {"done", "failed"})["state"] == "done"
+        (data / "trash").mkdir(exist_ok=True)
+        (data / "jobs" / job_id).rename(data / "trash" / job_id)  # crashed after step 1
+    with stack.database().session() as session:  # `second` also crashed after step 2
+        session.execute(delete(JobSegment).where(JobSegment.job_id == second))
+        session.execute(delete(Job).where(Job.id == second))
+
+    assert alice.get(f"/v1/jobs/{first}/audio.wav").status_code == 404  # its files are already out of reach
+    assert alice.delete(f"/v1/jobs/{first}", params={"purge": "true"}).status_code == 204
+    assert job_traces(stack, first) == GONE
+    deadline = time.monotonic() + 30
+    while job_traces(stack, second) != GONE:
+        assert time.monotonic() < deadline, job_traces(stack, second)
+        time.sleep(0.1)

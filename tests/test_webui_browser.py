@@ -364,6 +364,22 @@ def test_write_cast_generate_listen_and_download(
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(phone, "phone-listen")
 
+    # Delete asks first, says what goes, and can be taken back; then the job and its files are gone.
+    page.get_by_role("tab", name="History").click()
+    pick(page, "#history-job", "Pilot")
+    page.locator("#history-delete").click()
+    expect(page.locator("#history-confirm-text")).to_contain_text("Delete “Pilot” (done) with its episode")
+    page.locator("#history-keep").click()
+    expect(page.locator("#history-confirm-delete")).to_be_hidden()
+    assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 200
+    page.locator("#history-delete").click()
+    page.locator("#history-confirm-delete").click()
+    expect(page.locator("#history-problem")).to_have_text("Deleted.")
+    expect(page.locator(f'#history-table tr[data-job="{job["id"]}"]')).to_have_count(0)
+    assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 404
+    assert not (stack.root / "data" / "jobs" / job["id"]).exists()
+    assert_no_stack_trace(page)
+
 
 # Every state and text the progress panel shows, in order, so a test can see a run that is over in seconds.
 RECORD_PROGRESS_JS = """

@@ -152,6 +152,10 @@ class StudioApi:
         response = await self._request("DELETE", f"/v1/jobs/{job_id}")
         return JobView.model_validate_json(response.content)
 
+    async def delete_job(self, job_id: str) -> None:
+        """Delete a job that has ended, with all its files (the api refuses one still queued or running)."""
+        await self._request("DELETE", f"/v1/jobs/{job_id}", params={"purge": "true"})
+
     async def regenerate_turn(self, job_id: str, turn: int, text: str | None = None) -> RegenerationView:
         """Generate turn `turn` (0-based) of a done job again, with a fresh seed and, if given, new words."""
         change = {"text": text} if text is not None else {}

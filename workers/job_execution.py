@@ -6,7 +6,7 @@ then handles their frames as they come and stores each segment the moment it fin
 
 A segment is the unit of durability: its audio and latents are written to the job's folder, then its row
 is marked done, so a rerun (after a crash, a kill or a lost broker) generates only what is missing; a
-segment still generating keeps its latents so far on disk (`_PartialLatents`), and a rerun replays them. The
+segment still generating keeps its frames so far on disk (`workers.partial_frames`), and a rerun replays them. The
 job's heartbeat is refreshed from a side thread, so a long segment never looks like a dead worker; after every
 engine step the job looks whether its lease was lost or its cancel asked for (`workers.cancel_watch` reads every
 job's flag ten times a second), so a cancel stops all its segments within about a step.
@@ -26,7 +26,6 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 
 import numpy as np
@@ -61,6 +60,7 @@ from workers.job_runner import (
     start_plan_generation,
 )
 from workers.live_audio import LiveAudio
+from workers.partial_frames import PartialFrames
 from workers.quarantine import Quarantine
 
 logger = logging.getLogger(__name__)
@@ -288,7 +288,7 @@ def _give_up(model: GenerationModel, generation: PlanGeneration, failed: Segment
 
 
 class _SegmentRun:
-    """One segment generating: its partial latents on disk, its live audio, what an earlier attempt left."""
+    """One segment generating: its frames so far on disk, its live audio, what an earlier attempt left."""
 
     def __init__(self, services: WorkerServices, job: ClaimedJob, folder: JobFolder, segment: Segment, seed: int):
         self.services = services
@@ -296,16 +296,16 @@ class _SegmentRun:
         self.index = segment.index
         self.seed = seed
         job_records.record_segment_started(services.database, job, segment.index)
-        self.partial = _PartialLatents(folder.segment_partial_latents(segment.index))
+        self.partial = PartialFrames(folder.segment_partial_frames(segment.index))
         self.live = LiveAudio(services.events, job.id, segment.index, services.settings.stream_chunk_frames)
         self.resume = self.partial.stored()
-        self.resumed = 0 if self.resume is None else len(self.resume)
+        self.resumed = self.partial.stored_frames
         if self.resume is not None:
             job_records.record_segment_resumed(services.database, job, segment.index, self.resumed)
             logger.info("segment resumed", extra={"job_id": job.id, "segment": segment.index, "frames": self.resumed})
 
     def add(self, frame: SegmentFrame) -> None:
-        self.partial.add(frame.latent)
+        self.partial.add(frame.frames, frame.tokens, frame.latent)
         self.live.add(frame.samples)
 
 
@@ -336,42 +336,6 @@ def _write_outputs(
     """Every requested audio format, each with its transcript and chapters, written atomically."""
     episode = Episode(audio=normalize_loudness(audio), turns=turns, chapters=chapters_from_turns(turns))
     write_episode(episode, *(folder.output(f"episode.{audio_format}") for audio_format in formats))
-
-
-class _PartialLatents:
-    """The latents of the segment being generated, rewritten atomically every `every` frames.
-
-    A worker killed mid-segment leaves them behind; the next attempt replays them (the engine rebuilds its
-    caches from them, and hands them back through `add` like new frames) and generates only the frames
-    after, instead of the whole segment again. Stored latents are only trusted when they came from the same
-    segment, seed and revision: the file is discarded when the segment is done, and a regenerated turn
-    resets its segments before they run again.
-    """
-
-    every = 8  # ~1 s of audio
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.latents: list[np.ndarray] = []
-
-    def stored(self) -> np.ndarray | None:
-        if not self.path.is_file():
-            return None
-        try:
-            stored = np.load(self.path)
-        except (OSError, ValueError) as error:
-            logger.warning("unreadable partial latents ignored", extra={"path": str(self.path), "error": str(error)})
-            return None
-        return stored if len(stored) else None
-
-    def add(self, latent: np.ndarray) -> None:
-        self.latents.append(latent)
-        if len(self.latents) % self.every == 0:
-            snapshot = np.stack(self.latents)
-            atomic_write(self.path, lambda handle: np.save(handle, snapshot))
-
-    def discard(self) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 @dataclass

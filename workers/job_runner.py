@@ -19,7 +19,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from pipeline.engine import Engine, EngineConfig, EngineEvent, EventKind, RequestHandle
+from pipeline.engine import Engine, EngineConfig, EngineEvent, EventKind, Replay, RequestHandle
 from pipeline.engine.engine import EngineLoad
 from pipeline.engine.requests import FINAL_EVENTS
 from pipeline.engine.step_records import RowOutcome, StepInput
@@ -133,21 +133,22 @@ class Scheduling:
 
 @dataclass(frozen=True)
 class PendingSegment:
-    """A segment of the plan to generate now, with its own seed and the latents an interrupted attempt stored."""
+    """A segment of the plan to generate now, with its own seed and the frames an interrupted attempt stored."""
 
     segment: Segment
     seed: int
-    resume_latents: np.ndarray | None = None  # [frames, latent_dim]
+    resume: Replay | None = None
 
 
 @dataclass(frozen=True)
 class SegmentFrame:
-    """One more frame of a segment: its 3200 samples at 24 kHz and its latent [latent_dim]."""
+    """One more frame of a segment: its 3200 samples at 24 kHz, its latent [latent_dim], the tokens leading to it."""
 
     index: int  # the segment's index in the plan
     frames: int  # frames of the segment so far, this one included (a resumed segment's replay counts from 1)
     samples: np.ndarray
     latent: np.ndarray
+    tokens: tuple[int, ...]  # chosen since the segment's previous frame, ending with this frame's
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ class PlanGeneration:
             latent = event.latent.numpy()
             self._audio[index].append(event.audio)
             self._latents[index].append(latent)
-            return [SegmentFrame(index, event.frames, event.audio, latent)]
+            return [SegmentFrame(index, event.frames, event.audio, latent, event.tokens)]
         elif event.kind in FINAL_EVENTS:
             del self._handles[index]
             self._admitted.discard(index)
@@ -247,7 +248,7 @@ def start_plan_generation(
     """Submit every pending segment of `plan` to the engine at once; their events come through the result.
 
     Each is seeded with its own seed (the one on its row: the job's `segment_seed` for a first render, another
-    for a regenerated turn), and a segment with `resume_latents` replays them (handed back as frames again)
+    for a regenerated turn), and a segment with `resume` replays those frames (handed back as frames again)
     and generates only the frames after. `engine_fault` (fault tests only) makes the engine loop fail when it
     steps these segments.
     """
@@ -261,8 +262,8 @@ def start_plan_generation(
                 interactive=scheduling.interactive,
                 priority=scheduling.priority,
             )
-            if item.resume_latents is not None and len(item.resume_latents):
-                request = dataclasses.replace(request, resume_latents=torch.from_numpy(item.resume_latents))
+            if item.resume is not None:
+                request = dataclasses.replace(request, resume=item.resume)
             handles[item.segment.index] = submit_segment(model, request)
     except BaseException:
         for handle in handles.values():

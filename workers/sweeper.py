@@ -9,6 +9,8 @@ The database is the record of every job; Redis only carries messages. Two things
   `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
 A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
 runs a job it can claim (see `workers.job_records`).
+
+It also finishes any job delete that a crash interrupted (`core.job_deletion.empty_trash`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from celery import Celery
 from sqlalchemy import select
 
 from core.db import Database
+from core.job_deletion import empty_trash
 from core.models import Job, JobState, utc_now
 from core.settings import Settings
+from core.storage import DataFolder
 from workers.celery_app import QUEUE_KINDS, broker_key_prefix, enqueue_job, priority_list_keys
 from workers.job_records import AbandonedJob, release_abandoned_jobs
 
@@ -112,5 +116,9 @@ class Sweeper:
                 sweep(self.settings, self.database, self.celery, self.client)
             except Exception:  # Redis or the database down for a moment: try again next round
                 logger.warning("sweep failed; retrying", exc_info=True)
+            try:
+                empty_trash(self.database, DataFolder(self.settings.data_dir))
+            except Exception:  # a file that cannot be removed now must not hold the re-enqueues back
+                logger.warning("emptying the trash failed; retrying", exc_info=True)
             if self._stop.wait(self.interval):
                 return

@@ -1,4 +1,4 @@
-"""Job routes: submit, read, list, follow (SSE), download, cancel. The logic is in `api.services.jobs`."""
+"""Job routes: submit, read, list, follow (SSE), download, cancel, delete. The logic is in `api.services.jobs`."""
 
 from __future__ import annotations
 
@@ -116,6 +116,23 @@ def download_segment(
     return RangedFileResponse(path, media_type="audio/wav")
 
 
-@router.delete("/{job_id}", response_model=JobView, summary="Cancel (a running job stops within one step)")
-def cancel_job(job_id: JobId, session: SessionDep, caller: CurrentKey) -> JobView:
+@router.delete(
+    "/{job_id}",
+    response_model=JobView,
+    summary="Cancel (a running job stops within one step); with purge=true, delete a job that has ended",
+    responses={204: {"description": "purge=true: the job, its rows and every file of it are gone"}},
+)
+def cancel_job(
+    job_id: JobId,
+    session: SessionDep,
+    caller: CurrentKey,
+    services: ServicesDep,
+    purge: Annotated[
+        bool,
+        Query(description="delete the job (done, failed or cancelled) and all its files instead of cancelling it"),
+    ] = False,
+) -> JobView | Response:
+    if purge:
+        jobs.delete_job(services, session, caller, job_id)
+        return Response(status_code=204)
     return jobs.cancel_job(session, caller, job_id)

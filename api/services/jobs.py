@@ -30,6 +30,7 @@ from api.services.job_limits import (
     check_script_length,
 )
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
+from core import job_deletion
 from core.job_events import FRAMES_PER_SECOND, eta_seconds
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
@@ -263,6 +264,18 @@ def cancel_job(session: Session, caller: Caller, job_id: str) -> JobView:
     session.refresh(job)
     logger.info("job cancel requested", extra={"job_id": job_id, "state": job.state})
     return job_view(session, job)
+
+
+def delete_job(services: ApiServices, session: Session, caller: Caller, job_id: str) -> None:
+    """Delete a job that has ended, with every file it has (the owner's or, for an admin, any)."""
+    job = owned_job(session, caller, job_id)
+    try:
+        job_deletion.delete_job(session, services.data, job)
+    except job_deletion.JobNotEnded:
+        raise Conflict(
+            f"job {job_id} is {job.state}; cancel it first (DELETE /v1/jobs/{job_id}), then delete it once it is "
+            "cancelled"
+        ) from None
 
 
 def output_file(services: ApiServices, session: Session, caller: Caller, job_id: str, name: str) -> Path:

@@ -1,6 +1,15 @@
 """The serving engine: request slots, a scheduler and a batched model runner (see engine.py)."""
 
 from pipeline.engine.engine import Engine, EngineConfig
-from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, PromptInputs, RequestHandle
+from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
 
-__all__ = ["Engine", "EngineConfig", "EngineEvent", "EventKind", "GenerationRequest", "PromptInputs", "RequestHandle"]
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "EngineEvent",
+    "EventKind",
+    "GenerationRequest",
+    "PromptInputs",
+    "Replay",
+    "RequestHandle",
+]

@@ -34,6 +34,7 @@ from pipeline.engine.requests import (
     EngineEvent,
     EventKind,
     GenerationRequest,
+    Replay,
     RequestHandle,
     RequestState,
 )
@@ -53,7 +54,6 @@ from pipeline.engine.step_records import (
     DecodeRow,
     FrameInputs,
     PrefillChunk,
-    Replay,
     RequestStart,
     RowOutcome,
     RunnerSpec,
@@ -225,18 +225,29 @@ class Engine:
         handle = RequestHandle(request, self.cancel)
         problem = self.dead and f"the engine stopped: {self.dead}"
         problem = problem or self.refusal(request.prompt.length, request.max_new_tokens)
+        if request.resume is not None:
+            problem = problem or self._resume_problem(request.resume)
         if problem is not None:
             handle.deliver(EngineEvent(request.request_id, EventKind.FAILED, reason=problem))
             return handle
         state = RequestState(request, handle)
-        resumed = request.resume_latents
-        if resumed is not None and len(resumed):
-            state.tokens = [self.spec.diffusion_token_id] * len(resumed)
-            state.latents = list(resumed.float().cpu())
+        if request.resume is not None:
+            state.tokens = list(request.resume.tokens)
+            state.latents = list(request.resume.latents.float().cpu())
         with self.lock:
             self.waiting[request.request_id] = state
         self.wake.set()
         return handle
+
+    def _resume_problem(self, resume: Replay) -> str | None:
+        """Why `resume` cannot be replayed: it needs a latent of this model's size for each of its frame tokens."""
+        frames = resume.tokens.count(self.spec.diffusion_token_id)
+        if frames != len(resume.latents):
+            return f"the resumed run has {frames} frame tokens but {len(resume.latents)} latents"
+        if frames and resume.latents.shape[-1] != self.spec.latent_dim:
+            size = resume.latents.shape[-1]
+            return f"the resumed run's latents have {size} values and this model's {self.spec.latent_dim}"
+        return None
 
     def cancel(self, request_id: int) -> None:
         with self.lock:
@@ -574,11 +585,15 @@ class Engine:
 
     def _deliver_frame(self, state: RequestState, audio: np.ndarray, latent: torch.Tensor) -> None:
         state.frames += 1
+        end = state.tokens.index(self.spec.diffusion_token_id, state.tokens_handed) + 1
+        tokens, state.tokens_handed = tuple(state.tokens[state.tokens_handed : end]), end
         if state.first_audio_at is None:
             state.first_audio_at = time.monotonic()
         if state.frames == 1:
             state.handle.deliver(EngineEvent(state.request_id, EventKind.FIRST_AUDIO, frames=1))
-        event = EngineEvent(state.request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent)
+        event = EngineEvent(
+            state.request_id, EventKind.AUDIO, frames=state.frames, audio=audio, latent=latent, tokens=tokens
+        )
         state.handle.deliver(event)
 
     def _finish_if_done(self, state: RequestState) -> None:

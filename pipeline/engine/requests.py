@@ -42,6 +42,9 @@ class EngineEvent:
     frames: int = 0  # frames produced so far
     audio: np.ndarray | None = None  # AUDIO: this frame's 3200 samples, float32 at 24 kHz
     latent: torch.Tensor | None = None  # AUDIO: this frame's acoustic latent [latent_dim], float32 CPU
+    # AUDIO: the tokens chosen since the previous frame, ending with this frame's; what a resume needs besides the
+    # latents, as a speech end or start between frames changes what follows.
+    tokens: tuple[int, ...] = ()
     reason: str = ""  # FINISHED: "eos" or "length"; CANCELLED/FAILED: why
 
 
@@ -69,6 +72,14 @@ class PromptInputs:
         return kwargs
 
 
+@dataclass(frozen=True)
+class Replay:
+    """What a request already made, to be brought back without generating it again."""
+
+    tokens: tuple[int, ...]  # every token it chose, in order
+    latents: torch.Tensor  # [frames, latent_dim]: the latent of each diffusion token among them, in order
+
+
 @dataclass
 class GenerationRequest:
     """One generation for the engine. `max_new_tokens` counts every chosen token, as `generate()` does."""
@@ -79,9 +90,9 @@ class GenerationRequest:
     cfg_scale: float = 1.3
     diffusion_steps: int = 10
     streaming: bool = False  # a listener plays it as it comes: schedule to keep ahead of real time
-    # Frames an earlier, interrupted run already produced (their latents, [frames, latent_dim]): the engine
-    # replays them instead of generating them again and carries on from the next frame.
-    resume_latents: torch.Tensor | None = None
+    # What an earlier, interrupted run of this request made (each `audio` event's tokens, and its latents): the
+    # engine replays it instead of generating it again and carries on from the next token.
+    resume: Replay | None = None
     # Scheduling: the requests of one job share `job` (they take rows in turn with other jobs'), interactive
     # work goes before batch work, and a higher `priority` (0 to 9) before a lower one.
     job: str | None = None
@@ -150,6 +161,7 @@ class RequestState:
     prefilled: int = 0  # of those, already through the LM
     replayed: bool = False  # its next input after the prefill is its last replayed token's: no choice then
     frames: int = 0  # frames handed to the caller
+    tokens_handed: int = 0  # of `tokens`, those up to the last frame handed to the caller
     first_audio_at: float | None = None
     started: bool = False  # `started` was sent
     preemptions: int = 0

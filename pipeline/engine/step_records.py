@@ -15,15 +15,7 @@ import numpy as np
 import torch
 
 from pipeline.engine.kv_blocks import CacheSpan
-from pipeline.engine.requests import PromptInputs
-
-
-@dataclass(frozen=True)
-class Replay:
-    """What a request already made, to be brought back without generating it again."""
-
-    tokens: tuple[int, ...]  # every token it chose, in order
-    latents: torch.Tensor  # [frames, latent_dim]: the latent of each diffusion token among them, in order
+from pipeline.engine.requests import PromptInputs, Replay
 
 
 @dataclass(frozen=True)

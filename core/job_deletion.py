@@ -1,0 +1,73 @@
+"""Deleting a job that has ended: its files and its rows, in an order that a crash at any point cannot leave half-done.
+
+1. The job's folder moves into the data folder's trash, in one rename: none of its files is served from then on.
+2. Its rows (its segments, then the job) go in one transaction, on condition that it has still ended.
+3. The trash copy is removed.
+
+A crash after step 1 leaves the job's row with its files in the trash: deleting it again (or the sweeper) carries
+on from step 2. A crash after step 2 leaves only the trash copy, which the sweeper removes (`empty_trash`).
+Only a job that has ended may be deleted: nothing writes to its folder any more.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from core.db import Database
+from core.models import FINAL_STATES, Job, JobSegment
+from core.storage import DataFolder
+
+logger = logging.getLogger(__name__)
+
+
+class JobNotEnded(Exception):
+    """The job is queued or running: it must be cancelled (or end) before it can be deleted."""
+
+
+def delete_job(session: Session, data: DataFolder, job: Job) -> None:
+    """Delete `job` (which has ended) with all its files; commits `session`. Safe to call again after a crash."""
+    job_id = job.id
+    if job.state not in FINAL_STATES:
+        raise JobNotEnded(job_id)
+    folder, trash = data.job(job_id).root, data.trash(job_id)
+    if folder.exists():
+        if trash.exists():
+            shutil.rmtree(trash)  # an earlier attempt's copy; the folder is the newer one
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(folder, trash)
+    session.execute(delete(JobSegment).where(JobSegment.job_id == job_id))
+    deleted = session.execute(delete(Job).where(Job.id == job_id, Job.state.in_(FINAL_STATES))).rowcount
+    if not deleted:  # retried by an admin between the check and now: it runs again, with its files
+        session.rollback()
+        if trash.exists() and not folder.exists():
+            os.replace(trash, folder)
+        raise JobNotEnded(job_id)
+    session.commit()
+    shutil.rmtree(trash, ignore_errors=True)
+    logger.info("job deleted", extra={"job_id": job_id})
+
+
+def empty_trash(database: Database, data: DataFolder) -> list[str]:
+    """Finish every delete a crash interrupted; returns the ids of the jobs whose files it removed."""
+    root = data.trash_root
+    if not root.is_dir():
+        return []
+    finished = []
+    for entry in sorted(root.iterdir()):
+        job_id = entry.name
+        with database.session() as session:
+            job = session.scalar(select(Job).where(Job.id == job_id))
+            if job is None:
+                shutil.rmtree(entry, ignore_errors=True)
+            elif job.state in FINAL_STATES:
+                delete_job(session, data, job)
+            else:
+                continue
+        logger.info("interrupted delete finished", extra={"job_id": job_id})
+        finished.append(job_id)
+    return finished
