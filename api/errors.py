@@ -41,7 +41,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorMessage, "description": "a body of a media type the route does not take"},
     422: {"model": ValidationErrors, "description": "invalid input, each problem naming its field"},
     429: {"model": ErrorMessage, "description": "too many jobs in flight, or requests in a minute (Retry-After)"},
-    507: {"model": ErrorMessage, "description": "the server's disk is full: nothing was stored"},
+    507: {
+        "model": ErrorMessage,
+        "description": "the server's disk is full, or the key's storage quota would be passed: nothing was stored",
+    },
 }
 
 
@@ -109,6 +112,12 @@ class ContentTooLarge(ApiError):
     """A request body or an uploaded file over its size limit (RFC 9110's 413 Content Too Large)."""
 
     status_code = 413
+
+
+class StorageQuotaExceeded(ApiError):
+    """What the request would store takes the key past its storage quota (`VOXCAST_MAX_STORAGE_BYTES`)."""
+
+    status_code = 507
 
 
 class NotAuthenticated(ApiError):

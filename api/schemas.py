@@ -97,6 +97,13 @@ class JobView(BaseModel):
         description="attempts that ended with their worker dead; at VOXCAST_MAX_WORKER_DEATHS the job fails"
     )
     outputs: JobOutputs | None
+    regenerable: bool = Field(
+        description="whether a turn can be regenerated: the job is done and keeps its segments (the retention "
+        "policy removes them VOXCAST_KEEP_INTERMEDIATES_DAYS after a job ends)"
+    )
+    intermediates_removed_at: datetime | None = Field(
+        description="when the retention policy removed the job's segments; null while it keeps them"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -105,6 +112,22 @@ class JobView(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobView]
+
+
+class UsageView(BaseModel):
+    """What a key keeps in the service's storage."""
+
+    key_id: int
+    key_name: str
+    bytes: int = Field(description="its jobs' files (counted as expected while a job runs) and its voices")
+    jobs: int
+    voices: int
+    audio_minutes: float = Field(description="minutes of its finished episodes")
+    quota_bytes: int | None = Field(description="VOXCAST_MAX_STORAGE_BYTES; null when there is no quota")
+
+
+class UsageList(BaseModel):
+    keys: list[UsageView]
 
 
 class VoiceView(BaseModel):

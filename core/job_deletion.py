@@ -1,11 +1,12 @@
 """Deleting a job that has ended: its files and its rows, in an order that a crash at any point cannot leave half-done.
 
 1. The job's folder moves into the data folder's trash, in one rename: none of its files is served from then on.
-2. Its rows (its segments, then the job) go in one transaction, on condition that it has still ended.
-3. The trash copy is removed.
+2. Its rows (the job, then its segments) are deleted, on condition that it has still ended.
+3. The trash copy is removed, and the caller commits.
 
-A crash after step 1 leaves the job's row with its files in the trash: deleting it again (or the sweeper) carries
-on from step 2. A crash after step 2 leaves only the trash copy, which the sweeper removes (`empty_trash`).
+A crash after step 1 leaves the job's row with its files in the trash: deleting it again, or the sweeper
+(`empty_trash`), carries on; the sweeper also removes a trash copy whose job has no row any more. A crash before
+the commit leaves the rows of a job without files, which deleting it again finishes.
 Only a job that has ended may be deleted: nothing writes to its folder any more.
 """
 
@@ -30,7 +31,11 @@ class JobNotEnded(Exception):
 
 
 def delete_job(session: Session, data: DataFolder, job: Job) -> None:
-    """Delete `job` (which has ended) with all its files; commits `session`. Safe to call again after a crash."""
+    """Delete `job` (which has ended) with all its files, in `session`'s transaction. Safe to call again after a crash.
+
+    The trash copy goes before the caller commits: a crash or a failed commit in between leaves the rows of a job
+    whose files are gone, which deleting again finishes like any other step.
+    """
     job_id = job.id
     if job.state not in FINAL_STATES:
         raise JobNotEnded(job_id)
@@ -40,14 +45,15 @@ def delete_job(session: Session, data: DataFolder, job: Job) -> None:
             shutil.rmtree(trash)  # an earlier attempt's copy; the folder is the newer one
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.replace(folder, trash)
-    session.execute(delete(JobSegment).where(JobSegment.job_id == job_id))
     deleted = session.execute(delete(Job).where(Job.id == job_id, Job.state.in_(FINAL_STATES))).rowcount
-    if not deleted:  # retried by an admin between the check and now: it runs again, with its files
-        session.rollback()
+    if not deleted and session.scalar(select(Job.state).where(Job.id == job_id)) is not None:
+        # retried by an admin between the check and now: it runs again, with its files
         if trash.exists() and not folder.exists():
             os.replace(trash, folder)
         raise JobNotEnded(job_id)
-    session.commit()
+    # (not deleted and no row: deleted meanwhile by another request or a sweeper; what is left of it goes below)
+    session.execute(delete(JobSegment).where(JobSegment.job_id == job_id))
+    session.flush()
     shutil.rmtree(trash, ignore_errors=True)
     logger.info("job deleted", extra={"job_id": job_id})
 

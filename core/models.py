@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -137,7 +138,11 @@ class Job(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column(default=None)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
-    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None, index=True)
+    # When the retention policy removed its segments' audio and latents: it can no longer be regenerated.
+    intermediates_removed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Bytes of its folder: measured at submission (plus what it is expected to write) and when a run ends.
+    storage_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     segments: Mapped[list[JobSegment]] = relationship(
         back_populates="job", cascade="all, delete-orphan", order_by="JobSegment.index"

@@ -61,7 +61,14 @@ class Settings:
     max_requests_per_minute: int = 600  # per API key, across every api process (Redis); 0 turns the limit off
     max_script_chars: int = 200_000  # one job's script; the parser never reads more than 200,000
     max_job_audio_minutes: float = 90.0  # estimated audio of one job; the planner never plans more than 90
+    # Bytes of the data folder one key may use (its jobs' files, counted as expected while they run, and voices);
+    # 0 turns the quota off.
+    max_storage_bytes: int = 0
     stream_chunk_frames: int = 8  # frames per live audio chunk a worker publishes (7.5 a second: ~1 s)
+    # Retention, in days after a job ended; None keeps for ever. Intermediates are its segments' audio and latents
+    # (what regenerating a turn needs; the episode and its side files stay); a whole job is deleted with its files.
+    keep_intermediates_days: float | None = None
+    keep_jobs_days: float | None = None
     script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
     script_max_attempts: int = 3  # LLM replies per drafting job before it fails with the last validation error
     script_max_new_tokens: int = 16_384  # cap on one LLM reply (a draft asks for ~2 tokens per target word)
@@ -73,6 +80,14 @@ class Settings:
     # Fault tests only: the worker's engine loop fails (an exception inside its step) once it steps a generation of
     # a job whose script contains this text.
     engine_fault_on_script_text: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("keep_intermediates_days", "keep_jobs_days"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise SettingsError(
+                    f"{ENV_PREFIX}{name.upper()}={value} must be more than 0 days, or unset to keep for ever"
+                )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

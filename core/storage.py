@@ -138,15 +138,20 @@ class JobFolder:
     def voice(self, speaker: int) -> Path:
         return self.root / "inputs" / "voices" / f"{speaker}.wav"
 
+    @property
+    def segments(self) -> Path:
+        """Every segment's audio, latents and partial frames: the job's intermediates (see `core.retention`)."""
+        return self.root / "segments"
+
     def segment_audio(self, index: int) -> Path:
-        return self.root / "segments" / f"{index:04d}.wav"
+        return self.segments / f"{index:04d}.wav"
 
     def segment_latents(self, index: int) -> Path:
-        return self.root / "segments" / f"{index:04d}.latents.npy"
+        return self.segments / f"{index:04d}.latents.npy"
 
     def segment_partial_frames(self, index: int) -> Path:
         """The frames of a segment still being generated, appended as they come (for resuming; `partial_frames`)."""
-        return self.root / "segments" / f"{index:04d}.partial.frames"
+        return self.segments / f"{index:04d}.partial.frames"
 
     @property
     def outputs(self) -> Path:

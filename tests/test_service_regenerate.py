@@ -209,3 +209,28 @@ def test_a_regeneration_message_claims_the_job_only_at_its_revision(tmp_path: Pa
         assert claimed is not None and claimed.revision == 2
     finally:
         database.dispose()
+
+
+def test_a_job_whose_segments_the_retention_policy_removed_says_so_and_refuses_regeneration(
+    make_service_stack, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The worker's sweeper applies VOXCAST_KEEP_INTERMEDIATES_DAYS (here about 2 s): the segments go, the episode
+    stays, the job says it is no longer regenerable and a regeneration is refused with the reason."""
+    import time
+
+    stack = make_service_stack(keep_intermediates_days=str(2 / 86_400)).start()
+    client = stack.client(stack.mint_key("retention"))
+    job = finished_job(client, TURNS_SCRIPT, upload_voice(client, voice_wav, "host"), mode="turns")
+    job_id = job["id"]
+    assert job["regenerable"] and job["intermediates_removed_at"] is None
+    deadline = time.monotonic() + 30
+    while (job := client.get(f"/v1/jobs/{job_id}").json())["regenerable"]:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert job["state"] == "done" and job["intermediates_removed_at"] is not None
+    assert not (stack.root / "data" / "jobs" / job_id / "segments").exists()
+    assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 200
+    assert client.get(f"/v1/jobs/{job_id}/segments/0/audio.wav").status_code == 404
+    refused = client.post(f"/v1/jobs/{job_id}/turns/1/regenerate", json={})
+    assert refused.status_code == 409
+    assert "retention policy (VOXCAST_KEEP_INTERMEDIATES_DAYS) removed its segments" in refused.json()["detail"]

@@ -26,6 +26,8 @@ from api.schemas import (
     QueueDepth,
     QueueReport,
     RegenerationView,
+    UsageList,
+    UsageView,
     VoiceList,
     VoiceView,
 )
@@ -202,6 +204,10 @@ class StudioApi:
     async def admin_queues(self) -> list[QueueDepth]:
         response = await self._request("GET", "/v1/admin/queues")
         return QueueReport.model_validate_json(response.content).queues
+
+    async def admin_usage(self) -> list[UsageView]:
+        response = await self._request("GET", "/v1/admin/usage")
+        return UsageList.model_validate_json(response.content).keys
 
     async def admin_cancel(self, job_id: str) -> JobView:
         response = await self._request("POST", f"/v1/admin/jobs/{job_id}/cancel")

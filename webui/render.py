@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from api.schemas import JobView, QueueDepth, VoiceView
+from api.schemas import JobView, QueueDepth, UsageView, VoiceView
 from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, Speaker, Turn
 from webui.follow import JobSnapshot, ProgressFigures
@@ -276,6 +276,25 @@ def queues_html(queues: Sequence[QueueDepth]) -> str:
         '<div class="vx-table-wrap"><table class="vx-table vx-queues"><thead><tr><th>Queue</th><th>Queued</th>'
         f"<th>Running</th><th>Messages in Redis</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
+
+
+def usage_html(keys: Sequence[UsageView]) -> str:
+    """Every key's storage, the largest first: what deletes and the retention policy would free."""
+    rows = "".join(
+        f'<tr data-key="{usage.key_id}"><td>{_e(usage.key_name)}</td><td>{_megabytes(usage.bytes)}</td>'
+        f"<td>{usage.jobs}</td><td>{usage.voices}</td><td>{usage.audio_minutes:,.1f}</td>"
+        f"<td>{'-' if usage.quota_bytes is None else _megabytes(usage.quota_bytes)}</td></tr>"
+        for usage in keys
+    )
+    return (
+        '<div class="vx-table-wrap"><table class="vx-table vx-usage"><thead><tr><th>Key</th><th>Stored</th>'
+        "<th>Jobs</th><th>Voices</th><th>Audio minutes</th><th>Quota</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1_000_000:,.1f} MB"
 
 
 def _when(moment: datetime) -> str:

@@ -36,6 +36,7 @@ from core.job_scripts import read_script
 from core.models import JobState
 from core.settings import Settings
 from core.storage import SAMPLE_RATE, DataFolder, JobFolder, atomic_write, read_audio, write_audio
+from core.storage_usage import folder_bytes
 from pipeline.plan import Plan, Segment
 from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
@@ -171,7 +172,11 @@ def _finish(
     error: str | None = None,
     audio_seconds: float | None = None,
 ) -> None:
-    if job_records.finish_job(services.database, job, state, error=error, audio_seconds=audio_seconds):
+    storage_bytes = folder_bytes(services.data.job(job.id).root)  # what the run left: its usage from now on
+    ended = job_records.finish_job(
+        services.database, job, state, error=error, audio_seconds=audio_seconds, storage_bytes=storage_bytes
+    )
+    if ended:
         services.events.publish(job.id, StateEvent(state=state, error=error))
         logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": error})
 

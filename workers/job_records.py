@@ -249,9 +249,12 @@ def finish_job(
     *,
     error: str | None = None,
     audio_seconds: float | None = None,
+    storage_bytes: int | None = None,
 ) -> bool:
-    """End the job in a final state; False when this worker no longer held it."""
+    """End the job in a final state, with the bytes its folder holds now; False when this worker no longer held it."""
     values: dict[str, object] = {"state": state, "finished_at": utc_now(), "error": error, "worker": None}
+    if storage_bytes is not None:
+        values["storage_bytes"] = storage_bytes
     if audio_seconds is not None:
         values["audio_seconds"] = audio_seconds
     with database.session() as session:

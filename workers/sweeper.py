@@ -10,7 +10,9 @@ The database is the record of every job; Redis only carries messages. Two things
 A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
 runs a job it can claim (see `workers.job_records`).
 
-It also finishes any job delete that a crash interrupted (`core.job_deletion.empty_trash`).
+It also keeps house: it finishes any job delete that a crash interrupted (`core.job_deletion.empty_trash`) and
+applies the retention policy (`core.retention`), every round: both are a few indexed queries when there is
+nothing to do.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sqlalchemy import select
 from core.db import Database
 from core.job_deletion import empty_trash
 from core.models import Job, JobState, utc_now
+from core.retention import apply_retention
 from core.settings import Settings
 from core.storage import DataFolder
 from workers.celery_app import QUEUE_KINDS, broker_key_prefix, enqueue_job, priority_list_keys
@@ -110,6 +113,12 @@ class Sweeper:
         self._stop.set()
         self._thread.join()
 
+    def keep_house(self) -> None:
+        """Finish interrupted deletes, and remove what the retention policy no longer keeps."""
+        data = DataFolder(self.settings.data_dir)
+        empty_trash(self.database, data)
+        apply_retention(self.settings, self.database, data, utc_now())
+
     def _run(self) -> None:
         while True:
             try:
@@ -117,8 +126,8 @@ class Sweeper:
             except Exception:  # Redis or the database down for a moment: try again next round
                 logger.warning("sweep failed; retrying", exc_info=True)
             try:
-                empty_trash(self.database, DataFolder(self.settings.data_dir))
+                self.keep_house()
             except Exception:  # a file that cannot be removed now must not hold the re-enqueues back
-                logger.warning("emptying the trash failed; retrying", exc_info=True)
+                logger.warning("housekeeping failed; retrying", exc_info=True)
             if self._stop.wait(self.interval):
                 return

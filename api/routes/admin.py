@@ -1,4 +1,4 @@
-"""Admin routes (admin keys only): every job with filters, queue depth, cancel, retry, re-prioritise."""
+"""Admin routes (admin keys only): every job with filters, queue depth, storage usage, cancel, retry, re-prioritise."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import AdminKey, ServicesDep, SessionDep
 from api.params import JobId, Offset, OwnerId
-from api.schemas import JobList, JobView, PriorityChange, QueueReport
+from api.schemas import JobList, JobView, PriorityChange, QueueReport, UsageList
 from api.services import jobs
 from api.services.admin import queue_report
+from api.services.storage_quota import usage_view
+from core.storage_usage import every_key_usage
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
@@ -33,6 +35,12 @@ def list_all_jobs(
 @router.get("/queues", response_model=QueueReport, summary="Jobs waiting and running per queue")
 async def queues(admin: AdminKey, services: ServicesDep) -> QueueReport:
     return await queue_report(services)
+
+
+@router.get("/usage", response_model=UsageList, summary="Every key's storage usage, the largest first")
+def every_usage(session: SessionDep, admin: AdminKey, services: ServicesDep) -> UsageList:
+    quota = services.settings.max_storage_bytes
+    return UsageList(keys=[usage_view(usage, quota) for usage in every_key_usage(session, services.data)])
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobView)

@@ -29,11 +29,13 @@ from api.services.job_limits import (
     check_generation_lengths,
     check_script_length,
 )
+from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
 from core.job_events import FRAMES_PER_SECOND, eta_seconds
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
+from core.storage_usage import expected_job_bytes, folder_bytes
 from pipeline.plan import Plan, plan_script
 from pipeline.script import (
     Script,
@@ -123,6 +125,9 @@ def _store_job(
         for speaker, key in uploaded.items():
             write_audio(folder.voice(speaker), uploads[key].samples, "PCM_16")
             sources[str(speaker)] = f"upload:{upload_names[key]}"
+        formats = list(dict.fromkeys(options.formats))
+        storage_bytes = folder_bytes(folder.root) + expected_job_bytes(plan.estimated_seconds, formats)
+        check_storage_quota(session, services, caller, storage_bytes, "this job")
         job = Job(
             id=job_id,
             owner_id=caller.key_id,
@@ -132,9 +137,10 @@ def _store_job(
             priority=options.priority,
             title=options.title,
             generation={**options.settings.model_dump(), "max_segment_seconds": services.settings.max_segment_seconds},
-            formats=list(dict.fromkeys(options.formats)),
+            formats=formats,
             voices=sources,
             enqueued_at=utc_now(),
+            storage_bytes=storage_bytes,
         )
         session.add(job)
         session.flush()
@@ -319,6 +325,9 @@ def retry_job(services: ApiServices, job_id: str) -> JobView:
         job.finished_at = None
         job.enqueued_at = utc_now()
         session.flush()
+        # its segments run again where the retention policy removed them; from now on they are kept again
+        session.execute(update(Job).where(Job.id == job_id).values(intermediates_removed_at=None))
+        session.refresh(job)
         view = job_view(session, job)
     _send(services, job_id, view.queue, view.priority)
     return view
@@ -369,6 +378,8 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         attempts=job.attempts,
         worker_deaths=job.worker_deaths,
         outputs=outputs,
+        regenerable=job.job_state is JobState.DONE and job.intermediates_removed_at is None,
+        intermediates_removed_at=job.intermediates_removed_at,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,

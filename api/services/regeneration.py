@@ -50,6 +50,8 @@ def regenerate_turn(
         job = owned_job(session, caller, job_id)
         if job.job_state is not JobState.DONE:
             raise Conflict(f"job {job_id} is {job.state}; a turn can be regenerated once the job is done")
+        if job.intermediates_removed_at is not None:
+            raise Conflict(_removed_message(job))
         folder = services.data.job(job_id)
         current_text = script_text = read_script(folder, job.revision)
         script = parse_script(script_text)
@@ -167,12 +169,26 @@ def _pieces(plan: Plan, turn: int) -> int:
     return sum(turn in turns for turns in _layout(plan))
 
 
+def _removed_message(job: Job) -> str:
+    removed = job.intermediates_removed_at
+    when = removed.strftime("%Y-%m-%d %H:%M UTC") if removed is not None else "meanwhile"
+    return (
+        f"job {job.id} can no longer be regenerated: the retention policy (VOXCAST_KEEP_INTERMEDIATES_DAYS) removed "
+        f"its segments on {when}; its episode and side files are still there"
+    )
+
+
 def _start_revision(session: Session, job: Job, revision: int, seeds: dict[int, int]) -> None:
     """Queue the job again at `revision` with the given segments pending under new seeds; 409 if it moved on."""
     now = utc_now()
     moved = session.execute(
         update(Job)
-        .where(Job.id == job.id, Job.state == JobState.DONE, Job.revision == revision - 1)
+        .where(
+            Job.id == job.id,
+            Job.state == JobState.DONE,
+            Job.revision == revision - 1,
+            Job.intermediates_removed_at.is_(None),
+        )
         .values(
             state=JobState.QUEUED,
             revision=revision,
@@ -187,6 +203,9 @@ def _start_revision(session: Session, job: Job, revision: int, seeds: dict[int, 
         )
     )
     if moved.rowcount != 1:
+        session.refresh(job)
+        if job.intermediates_removed_at is not None:
+            raise Conflict(_removed_message(job))
         raise Conflict(f"job {job.id} changed while the request was read (another regeneration?); try again")
     for index, seed in seeds.items():
         session.execute(

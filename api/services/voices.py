@@ -17,6 +17,7 @@ from api.body_limits import byte_size
 from api.deps import ApiServices, Caller
 from api.errors import ContentTooLarge, InvalidInput, NotFound, Problem
 from api.schemas import VoiceView
+from api.services.storage_quota import check_storage_quota
 from core.models import Voice
 from core.storage import atomic_write, new_id, write_audio
 from tokenizer.voice_prompt import VoicePrompt, VoicePromptError, load_voice_prompt
@@ -24,6 +25,7 @@ from tokenizer.voice_prompt import VoicePrompt, VoicePromptError, load_voice_pro
 logger = logging.getLogger(__name__)
 
 _COPY_CHUNK_BYTES = 1 << 20
+_WAV_HEADER_BYTES = 44  # a voice is stored as 16-bit PCM WAV: 2 bytes a sample after the header
 _MAX_SHOWN_NAME_CHARS = 80
 _HIDDEN_CATEGORIES = {"Cc", "Cf"}  # control and format characters (NUL, ESC, bidi overrides, zero-width)
 _PLAIN_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
@@ -80,6 +82,7 @@ def prepare_upload(services: ApiServices, upload: UploadFile, field: str) -> Voi
 
 def create_voice(services: ApiServices, session: Session, caller: Caller, name: str, upload: UploadFile) -> Voice:
     prompt = prepare_upload(services, upload, "file")
+    check_storage_quota(session, services, caller, _WAV_HEADER_BYTES + 2 * len(prompt.samples), "this voice")
     voice = Voice(
         id=new_id(),
         owner_id=caller.key_id,

@@ -1,5 +1,5 @@
-"""Admin (admin keys only): every job across users with state, owner and progress; queue depth; cancel,
-retry and re-prioritise. The tab shows only for a key the api accepts on its admin routes, and every action
+"""Admin (admin keys only): every job across users with state, owner and progress; queue depth; each key's storage;
+cancel, retry and re-prioritise. The tab shows only for a key the api accepts on its admin routes, and every action
 goes to those routes, so the api, not the page, decides who is an admin."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gradio as gr
 from api.schemas import JobView
 from webui.api_client import StudioApi, StudioApiError
 from webui.context import StudioContext
-from webui.render import field_error, job_choice_label, jobs_table_html, notice, queues_html
+from webui.render import field_error, job_choice_label, jobs_table_html, notice, queues_html, usage_html
 
 STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
                  ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
@@ -25,6 +25,7 @@ class AdminView:
     refresh: gr.Button
     state: gr.Dropdown
     queues: gr.HTML
+    storage: gr.HTML
     table: gr.HTML
     job: gr.Dropdown
     cancel: gr.Button
@@ -35,7 +36,7 @@ class AdminView:
 
     @property
     def listing(self) -> list[Any]:
-        return [self.queues, self.table, self.job, self.problem]
+        return [self.queues, self.storage, self.table, self.job, self.problem]
 
 
 def build_admin(tab: gr.Tab) -> AdminView:
@@ -43,6 +44,7 @@ def build_admin(tab: gr.Tab) -> AdminView:
         state = gr.Dropdown(STATE_FILTERS, value="", label="Show", scale=2, min_width=160, elem_id="admin-state")
         refresh = gr.Button("Refresh", size="sm", scale=1, min_width=80, elem_id="admin-refresh")
     queues = gr.HTML(elem_id="admin-queues")
+    storage = gr.HTML(elem_id="admin-storage")
     table = gr.HTML(elem_id="admin-table")
     with gr.Row(equal_height=False):
         job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="admin-job")
@@ -52,18 +54,20 @@ def build_admin(tab: gr.Tab) -> AdminView:
         priority = gr.Slider(0, 9, value=5, step=1, label="Priority (9 runs first)", scale=3, elem_id="admin-priority")
         set_priority = gr.Button("Set priority", size="sm", scale=1, min_width=80, elem_id="admin-set-priority")
     problem = gr.HTML(elem_id="admin-problem")
-    return AdminView(tab, refresh, state, queues, table, job, cancel, retry, priority, set_priority, problem)
+    return AdminView(tab, refresh, state, queues, storage, table, job, cancel, retry, priority, set_priority, problem)
 
 
 async def admin_listing(view: AdminView, api: StudioApi, state: str | None) -> dict[Any, Any]:
     """Queue depth and the jobs (newest first, of one state or all), or why they cannot be shown."""
     try:
         queues = await api.admin_queues()
+        usage = await api.admin_usage()
         jobs = await api.admin_jobs(state or None)
     except StudioApiError as error:
         return {view.problem: field_error(error.message)}
     return {
         view.queues: queues_html(queues),
+        view.storage: usage_html(usage),
         view.table: jobs_table_html(jobs, admin=True),
         view.job: gr.update(choices=[(job_choice_label(job, admin=True), job.id) for job in jobs]),
         view.problem: "",

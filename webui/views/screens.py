@@ -17,7 +17,7 @@ from webui.api_client import StudioApiError
 from webui.context import StudioContext
 from webui.episodes import fetch_episode
 from webui.follow import follow_job
-from webui.render import episode_html, field_error, job_progress_html, segments_html
+from webui.render import episode_html, field_error, job_progress_html, notice, segments_html
 
 if TYPE_CHECKING:
     from webui.views.cast import CastView
@@ -49,9 +49,12 @@ async def show_episode(
         return {finish.problem: field_error(error.message)}
     # A long turn cut into pieces is one turn to regenerate: listed once, by its first piece.
     turns = {int(turn["index"]): turn for turn in reversed(episode.chapters_data.get("turns", []))}
+    removed = job.intermediates_removed_at
     return {
         finish.problem: "",
-        finish.status: "",
+        finish.status: ""
+        if removed is None
+        else notice(f"Its segments were removed on {removed:%Y-%m-%d}: its turns can no longer be regenerated."),
         finish.job: job.id,
         finish.episode: episode_html(job, context.files.url(episode.playable), episode.chapters_data, focus_turn),
         finish.downloads: [str(path) for path in episode.all],

@@ -1,0 +1,72 @@
+"""How much of the data folder each API key uses, and the per-key quota (`VOXCAST_MAX_STORAGE_BYTES`).
+
+A job's bytes are stored on its row (`Job.storage_bytes`): measured from its folder when it is submitted, when
+a run of it ends and when the retention policy removes its intermediates, so usage is one query, not a walk of
+the disk. Until a run ends, a job counts what it is expected to write (`expected_job_bytes`) on top of its inputs:
+a key cannot pass its quota by submitting several long jobs at once. Voices count the size of their files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from core.job_events import FRAMES_PER_SECOND
+from core.models import ApiKey, Job, Voice
+from core.storage import SAMPLE_RATE, DataFolder
+
+_LATENT_VALUES = 64  # VibeVoice's acoustic latent: float32 values a frame
+# What a second of generated audio takes on disk: the segment (32-bit float) and its latents, and each output at
+# most (16-bit PCM for the lossless formats, 128 kbit/s for the lossy ones).
+_SEGMENT_BYTES_PER_SECOND = 4 * SAMPLE_RATE + int(FRAMES_PER_SECOND * _LATENT_VALUES * 4)
+_OUTPUT_BYTES_PER_SECOND = {
+    "wav": 2 * SAMPLE_RATE,
+    "flac": 2 * SAMPLE_RATE,
+    "mp3": 16_000,
+    "ogg": 16_000,
+    "opus": 16_000,
+}
+
+
+@dataclass(frozen=True)
+class KeyUsage:
+    key_id: int
+    key_name: str
+    bytes: int  # jobs (measured, or expected while in flight) and voices
+    jobs: int
+    voices: int
+    audio_minutes: float  # of the finished episodes
+
+
+def folder_bytes(path: Path) -> int:
+    """The size of every file under `path` (0 when it does not exist)."""
+    if not path.exists():
+        return 0
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+
+
+def expected_job_bytes(estimated_seconds: float, formats: list[str]) -> int:
+    """What generating `estimated_seconds` of audio in `formats` will write, at most (the plan's estimate)."""
+    per_second = _SEGMENT_BYTES_PER_SECOND + sum(_OUTPUT_BYTES_PER_SECOND[name] for name in formats)
+    return int(estimated_seconds * per_second)
+
+
+def key_usage(session: Session, data: DataFolder, key: ApiKey) -> KeyUsage:
+    """What `key` uses now: its jobs' bytes, its voices' files, its jobs and its minutes of finished audio."""
+    jobs, job_bytes, seconds = session.execute(
+        select(func.count(Job.id), func.coalesce(func.sum(Job.storage_bytes), 0), func.sum(Job.audio_seconds)).where(
+            Job.owner_id == key.id
+        )
+    ).one()
+    voice_ids = list(session.scalars(select(Voice.id).where(Voice.owner_id == key.id)))
+    voice_bytes = sum(path.stat().st_size for path in map(data.voice, voice_ids) if path.is_file())
+    return KeyUsage(key.id, key.name, int(job_bytes) + voice_bytes, jobs, len(voice_ids), (seconds or 0.0) / 60)
+
+
+def every_key_usage(session: Session, data: DataFolder) -> list[KeyUsage]:
+    """Every key's usage, the largest first."""
+    usages = [key_usage(session, data, key) for key in session.scalars(select(ApiKey))]
+    return sorted(usages, key=lambda usage: usage.bytes, reverse=True)
