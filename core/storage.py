@@ -3,7 +3,7 @@
     <data_dir>/voices/<voice id>.wav                 a voice prompt, levelled, 24 kHz mono 16-bit
     <data_dir>/jobs/<job id>/inputs/script.txt        the script as submitted
     <data_dir>/jobs/<job id>/inputs/voices/<n>.wav    speaker n's voice prompt, copied at submission
-    <data_dir>/jobs/<job id>/segments/<nnnn>.wav      a generated segment, 24 kHz mono float32
+    <data_dir>/jobs/<job id>/segments/<nnnn>.flac     a generated segment, 24 kHz mono, 24-bit FLAC
     <data_dir>/jobs/<job id>/segments/<nnnn>.latents.npy   its acoustic latents, [frames, latent_dim]
     <data_dir>/jobs/<job id>/outputs/episode.<ext>    the finished episode and its .srt/.vtt/.chapters.json
 
@@ -14,6 +14,7 @@ Every file is written to a temporary sibling, flushed to disk and renamed into p
 from __future__ import annotations
 
 import errno
+import math
 import os
 import secrets
 from collections.abc import Callable
@@ -125,6 +126,50 @@ def read_audio(path: Path) -> np.ndarray:
     return samples
 
 
+# A generated segment is kept as 24-bit FLAC: a third of 32-bit float WAV or less, 144 dB below full scale. The
+# samples are divided by a power of two (1 unless they peak above 1.0, kept in the file's comment) so that none
+# clips; quantising and reading back are exact integer steps, so what `write_segment_audio` returns is exactly
+# what `read_segment_audio` gives, and an episode laid out from stored segments equals one laid out as they came.
+_SEGMENT_FULL_SCALE = 1 << 23
+_GAIN_COMMENT = "voxcast-gain="
+
+
+def write_segment_audio(path: Path, samples: np.ndarray) -> np.ndarray:
+    """Atomically write a generated segment (a `.flac` path); returns the samples as they read back."""
+    if not np.all(np.isfinite(samples)):
+        raise ValueError(f"{path.name}: the generated audio holds non-finite samples")
+    peak = float(np.max(np.abs(samples))) if len(samples) else 0.0
+    gain = 1.0 if peak <= 1.0 else 2.0 ** math.ceil(math.log2(peak))
+    quantised = np.clip(np.round(samples / gain * _SEGMENT_FULL_SCALE), -_SEGMENT_FULL_SCALE, _SEGMENT_FULL_SCALE - 1)
+    quantised = quantised.astype(np.int32)
+
+    def write(handle: BinaryIO) -> None:
+        with sf.SoundFile(handle, "w", SAMPLE_RATE, 1, subtype="PCM_24", format="FLAC") as audio_file:
+            audio_file.comment = f"{_GAIN_COMMENT}{gain:g}"
+            audio_file.write(quantised << 8)  # libsndfile takes 24-bit samples in the top bits of int32
+
+    atomic_write(path, write)
+    return _dequantised(quantised, gain)
+
+
+def read_segment_audio(path: Path) -> np.ndarray:
+    """A stored segment's samples: 24-bit FLAC as `write_segment_audio` wrote it, or the float WAV of older jobs."""
+    if path.suffix == ".wav":
+        return read_audio(path)
+    with sf.SoundFile(path) as audio_file:
+        if audio_file.samplerate != SAMPLE_RATE:
+            raise ValueError(f"{path}: expected {SAMPLE_RATE} Hz audio, found {audio_file.samplerate} Hz")
+        comment = audio_file.comment or ""
+        quantised = audio_file.read(dtype="int32", always_2d=False) >> 8
+    gain = float(comment.removeprefix(_GAIN_COMMENT)) if comment.startswith(_GAIN_COMMENT) else 1.0
+    return _dequantised(quantised, gain)
+
+
+def _dequantised(quantised: np.ndarray, gain: float) -> np.ndarray:
+    # Exact in float32: a 24-bit integer over 2^23, times a power of two.
+    return quantised.astype(np.float32) / np.float32(_SEGMENT_FULL_SCALE) * np.float32(gain)
+
+
 @dataclass(frozen=True)
 class JobFolder:
     """The files of one job."""
@@ -144,7 +189,7 @@ class JobFolder:
         return self.root / "segments"
 
     def segment_audio(self, index: int) -> Path:
-        return self.segments / f"{index:04d}.wav"
+        return self.segments / f"{index:04d}.flac"
 
     def segment_latents(self, index: int) -> Path:
         return self.segments / f"{index:04d}.latents.npy"

@@ -70,3 +70,8 @@ def every_key_usage(session: Session, data: DataFolder) -> list[KeyUsage]:
     """Every key's usage, the largest first."""
     usages = [key_usage(session, data, key) for key in session.scalars(select(ApiKey))]
     return sorted(usages, key=lambda usage: usage.bytes, reverse=True)
+
+
+def megabytes(count: int) -> str:
+    """Bytes as people read them in messages and tables: `812.4 MB`."""
+    return f"{count / 1_000_000:,.1f} MB"

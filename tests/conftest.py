@@ -227,6 +227,26 @@ def postgres_database() -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database on SQLite and on PostgreSQL (a test using it runs on each)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'voxcast.db'}"
+        return
+    yield from postgres_database()
+
+
+@pytest.fixture
+def database(database_url: str):  # type: ignore[no-untyped-def]
+    """`database_url` migrated to the current schema and connected."""
+    from core.db import Database, upgrade_database
+
+    upgrade_database(database_url)
+    database = Database.connect(database_url)
+    yield database
+    database.dispose()
+
+
 class RedisServer:
     """A throwaway redis-server on a free port, without persistence: started again after a kill, it is empty.
 

@@ -215,7 +215,7 @@ def test_numbers_past_what_the_database_holds_are_422(
     admin = stack.client(admin_key)
     with leaves_nothing(stack):
         for client, path in [
-            (alice, f"/v1/jobs/{alice_job['id']}/segments/{number}/audio.wav"),
+            (alice, f"/v1/jobs/{alice_job['id']}/segments/{number}/audio"),
             (alice, f"/v1/jobs?offset={number}"),
             (admin, f"/v1/admin/jobs?owner_id={number}"),
             (admin, f"/v1/admin/jobs?offset={number}"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,31 +12,14 @@ import pytest
 from sqlalchemy import select
 
 from core.api_keys import create_api_key
-from core.db import Database, upgrade_database
+from core.db import Database
 from core.job_deletion import JobNotEnded, delete_job, empty_trash
 from core.models import Job, JobSegment, JobState, SegmentState, utc_now
 from core.retention import apply_retention
 from core.settings import Settings, SettingsError
 from core.storage import DataFolder
-from tests.conftest import postgres_database
 
 DAY = timedelta(days=1)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'voxcast.db'}"
-        return
-    yield from postgres_database()
-
-
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    upgrade_database(database_url)
-    database = Database.connect(database_url)
-    yield database
-    database.dispose()
 
 
 @pytest.fixture

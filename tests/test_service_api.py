@@ -176,7 +176,7 @@ def test_a_key_sees_only_its_own_jobs_and_voices_and_admins_see_all(
         ("GET", f"/v1/jobs/{job_id}/audio.wav"),
         ("GET", f"/v1/jobs/{job_id}/transcript.srt"),
         ("GET", f"/v1/jobs/{job_id}/chapters.json"),
-        ("GET", f"/v1/jobs/{job_id}/segments/0/audio.wav"),
+        ("GET", f"/v1/jobs/{job_id}/segments/0/audio"),
         ("DELETE", f"/v1/jobs/{job_id}"),
         ("GET", f"/v1/voices/{alice_voice}"),
         ("GET", f"/v1/voices/{alice_voice}/preview.wav"),
@@ -272,7 +272,7 @@ def test_an_owner_deletes_an_ended_job_with_all_its_files(stack, alice: httpx.Cl
     deleted = alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
     assert deleted.status_code == 204 and deleted.content == b""
     assert job_traces(stack, job_id) == GONE
-    for path in ("", "/audio.wav", "/audio.mp3", "/transcript.srt", "/chapters.json", "/segments/0/audio.wav"):
+    for path in ("", "/audio.wav", "/audio.mp3", "/transcript.srt", "/chapters.json", "/segments/0/audio"):
         assert alice.get(f"/v1/jobs/{job_id}{path}").status_code == 404, path
     assert job_id not in [job["id"] for job in alice.get("/v1/jobs").json()["jobs"]]
     assert alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"}).status_code == 404

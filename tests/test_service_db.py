@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select
@@ -17,24 +14,7 @@ from sqlalchemy import inspect, select
 from core.api_keys import create_api_key, find_api_key, hash_key
 from core.db import Database, upgrade_database
 from core.models import ApiKey, Base, Job, JobSegment, JobState, utc_now
-from tests.conftest import postgres_database
 from workers import job_records
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'voxcast.db'}"
-        return
-    yield from postgres_database()
-
-
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    upgrade_database(database_url)
-    database = Database.connect(database_url)
-    yield database
-    database.dispose()
 
 
 def add_job(database: Database, **values: object) -> str:

@@ -48,7 +48,7 @@ def finished_job(client: httpx.Client, script: str, voice: str, **options: objec
 def segment_files(stack, job_id: str) -> dict[int, tuple[bytes, int]]:  # type: ignore[no-untyped-def]
     """Each stored segment's audio bytes and modification time (ns), by index."""
     folder = stack.root / "data" / "jobs" / job_id / "segments"
-    return {int(path.name[:4]): (path.read_bytes(), path.stat().st_mtime_ns) for path in folder.glob("[0-9]*.wav")}
+    return {int(path.name[:4]): (path.read_bytes(), path.stat().st_mtime_ns) for path in folder.glob("[0-9]*.flac")}
 
 
 def segment_rows(stack, job_id: str) -> dict[int, tuple[int, int, str]]:  # type: ignore[no-untyped-def]
@@ -230,7 +230,7 @@ def test_a_job_whose_segments_the_retention_policy_removed_says_so_and_refuses_r
     assert job["state"] == "done" and job["intermediates_removed_at"] is not None
     assert not (stack.root / "data" / "jobs" / job_id / "segments").exists()
     assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 200
-    assert client.get(f"/v1/jobs/{job_id}/segments/0/audio.wav").status_code == 404
+    assert client.get(f"/v1/jobs/{job_id}/segments/0/audio").status_code == 404
     refused = client.post(f"/v1/jobs/{job_id}/turns/1/regenerate", json={})
     assert refused.status_code == 409
     assert "retention policy (VOXCAST_KEEP_INTERMEDIATES_DAYS) removed its segments" in refused.json()["detail"]

@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import struct
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import soundfile as sf
 from openai import OpenAI
 
+from core.storage import read_segment_audio
 from tests.service_client import upload_voice, wait_for
 
 SCRIPT = (
@@ -59,12 +61,15 @@ def worker(stack) -> None:  # type: ignore[no-untyped-def]
 
 
 def stored_segment(http: httpx.Client, job_id: str, index: int) -> np.ndarray:
-    """A finished segment as the worker stored it: the raw float audio, before loudness normalisation."""
-    response = http.get(f"/v1/jobs/{job_id}/segments/{index}/audio.wav")
+    """A finished segment as the worker stored it: the raw audio, before loudness normalisation (24-bit FLAC, read
+    back at its level: the power of two its comment names undone)."""
+    response = http.get(f"/v1/jobs/{job_id}/segments/{index}/audio")
     assert response.status_code == 200, response.text
-    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
-    assert rate == 24_000
-    return samples
+    assert response.headers["content-type"] == "audio/flac"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "segment.flac"
+        path.write_bytes(response.content)
+        return read_segment_audio(path)
 
 
 def pcm_samples(pcm: bytes) -> np.ndarray:

@@ -165,7 +165,7 @@ async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> 
     found = []
     for index in range(job.progress.segments_total):
         try:
-            path = f"/v1/jobs/{job.id}/segments/{index}/audio.wav"
+            path = f"/v1/jobs/{job.id}/segments/{index}/audio"
             found.append((index, await _fetch_segment(api, files, job.id, index, path)))
         except StudioApiError:
             continue  # not finished yet
@@ -174,5 +174,5 @@ async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> 
 
 async def _fetch_segment(api: StudioApi, files: StudioFiles, job_id: str, index: int, path: str) -> str:
     """Fetched on every event, not reused: a regenerated turn replaces a segment's audio."""
-    destination = await api.download(path, files.job_folder(job_id) / f"segment-{index:04d}.wav")
+    destination = await api.download(path, files.job_folder(job_id) / f"segment-{index:04d}.flac")
     return files.url(destination)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from api.schemas import JobView, QueueDepth, UsageView, VoiceView
+from core.storage_usage import megabytes
 from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, Speaker, Turn
 from webui.follow import JobSnapshot, ProgressFigures
@@ -281,9 +282,9 @@ def queues_html(queues: Sequence[QueueDepth]) -> str:
 def usage_html(keys: Sequence[UsageView]) -> str:
     """Every key's storage, the largest first: what deletes and the retention policy would free."""
     rows = "".join(
-        f'<tr data-key="{usage.key_id}"><td>{_e(usage.key_name)}</td><td>{_megabytes(usage.bytes)}</td>'
+        f'<tr data-key="{usage.key_id}"><td>{_e(usage.key_name)}</td><td>{megabytes(usage.bytes)}</td>'
         f"<td>{usage.jobs}</td><td>{usage.voices}</td><td>{usage.audio_minutes:,.1f}</td>"
-        f"<td>{'-' if usage.quota_bytes is None else _megabytes(usage.quota_bytes)}</td></tr>"
+        f"<td>{'-' if usage.quota_bytes is None else megabytes(usage.quota_bytes)}</td></tr>"
         for usage in keys
     )
     return (
@@ -291,10 +292,6 @@ def usage_html(keys: Sequence[UsageView]) -> str:
         "<th>Jobs</th><th>Voices</th><th>Audio minutes</th><th>Quota</th></tr></thead>"
         f"<tbody>{rows}</tbody></table></div>"
     )
-
-
-def _megabytes(count: int) -> str:
-    return f"{count / 1_000_000:,.1f} MB"
 
 
 def _when(moment: datetime) -> str:

@@ -35,7 +35,15 @@ from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEv
 from core.job_scripts import read_script
 from core.models import JobState
 from core.settings import Settings
-from core.storage import SAMPLE_RATE, DataFolder, JobFolder, atomic_write, read_audio, write_audio
+from core.storage import (
+    SAMPLE_RATE,
+    DataFolder,
+    JobFolder,
+    atomic_write,
+    read_audio,
+    read_segment_audio,
+    write_segment_audio,
+)
 from core.storage_usage import folder_bytes
 from pipeline.plan import Plan, Segment
 from pipeline.podcast import PlacedSegment
@@ -232,7 +240,7 @@ def _stored_segment(data: DataFolder, record: SegmentRecord) -> PlacedSegment | 
     path = data.resolve(record.audio_path)
     if not path.is_file():
         return None
-    return PlacedSegment(audio=read_audio(path), turns=tuple(TimedTurn(*turn) for turn in record.turns))
+    return PlacedSegment(audio=read_segment_audio(path), turns=tuple(TimedTurn(*turn) for turn in record.turns))
 
 
 def _generate(
@@ -320,7 +328,8 @@ def _store(
     """Store a finished segment: its audio and latents, then its row (done, with the job's progress), then say so."""
     run.live.flush()
     index = run.index
-    audio_path = write_audio(run.folder.segment_audio(index), generated.audio, "FLOAT")
+    audio_path = run.folder.segment_audio(index)
+    stored_audio = write_segment_audio(audio_path, generated.audio)  # what a later run reads back, exactly
     latents_path = atomic_write(run.folder.segment_latents(index), lambda handle: np.save(handle, generated.latents))
     turns = tuple((t.index, t.speaker_name, t.text, t.start, t.end) for t in generated.turns)
     data = services.data
@@ -332,7 +341,7 @@ def _store(
     run.partial.discard()
     services.events.publish(job.id, SegmentEvent(index=index, seconds=round(generated.seconds, 3)))
     logger.info("segment stored", extra={"job_id": job.id, "segment": index, "frames": generated.frames})
-    return PlacedSegment(audio=generated.audio, turns=generated.turns)
+    return PlacedSegment(audio=stored_audio, turns=generated.turns)
 
 
 def _write_outputs(

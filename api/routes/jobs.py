@@ -108,12 +108,15 @@ def download_chapters(
     return RangedFileResponse(path, media_type="application/json")
 
 
-@router.get("/{job_id}/segments/{index}/audio.wav", summary="A finished segment, while the job runs")
+@router.get(
+    "/{job_id}/segments/{index}/audio",
+    summary="A finished segment, while the job runs (24-bit FLAC; float WAV for jobs stored by older versions)",
+)
 def download_segment(
     job_id: JobId, index: SegmentIndex, session: SessionDep, caller: CurrentKey, services: ServicesDep
 ) -> RangedFileResponse:
     path = jobs.segment_audio_file(services, session, caller, job_id, index)
-    return RangedFileResponse(path, media_type="audio/wav")
+    return RangedFileResponse(path, media_type=AUDIO_MEDIA_TYPES[path.suffix.removeprefix(".")])
 
 
 @router.delete(

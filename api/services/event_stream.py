@@ -121,7 +121,7 @@ def _state(view: JobView) -> bytes:
 def _event(event: ProgressEvent | SegmentEvent | AudioEvent, job_id: str) -> bytes:
     payload = event.model_dump(mode="json")
     if isinstance(event, SegmentEvent):
-        payload["audio"] = f"/v1/jobs/{job_id}/segments/{event.index}/audio.wav"
+        payload["audio"] = f"/v1/jobs/{job_id}/segments/{event.index}/audio"
     return format_sse_event(data_str=json.dumps(payload), event=event.kind)
 
 

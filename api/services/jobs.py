@@ -299,7 +299,7 @@ def output_file(services: ApiServices, session: Session, caller: Caller, job_id:
 
 
 def segment_audio_file(services: ApiServices, session: Session, caller: Caller, job_id: str, index: int) -> Path:
-    """A generated segment (24 kHz float WAV), for listening while the rest of the job generates."""
+    """A generated segment (24 kHz, 24-bit FLAC), for listening while the rest of the job generates."""
     owned_job(session, caller, job_id)
     row = session.scalar(select(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index == index))
     if row is None or row.state != SegmentState.DONE or row.audio_path is None:

@@ -34,7 +34,7 @@ from api.services.speech_track import SpeechTrack
 from core.job_events import AudioEvent, SegmentEvent, StateEvent
 from core.models import FINAL_STATES, JobState
 from core.pcm import streaming_wav_header
-from core.storage import SAMPLE_RATE, read_audio
+from core.storage import SAMPLE_RATE, read_segment_audio
 from pipeline.plan import plan_script
 from pipeline.script import parse_script
 
@@ -124,7 +124,7 @@ class LiveSpeech:
             if not every and not await run_in_threadpool(path.is_file):
                 break
             try:
-                samples = await run_in_threadpool(read_audio, path)
+                samples = await run_in_threadpool(read_segment_audio, path)
             except (OSError, RuntimeError) as error:
                 raise GenerationFailed(
                     f"speech job {self.job_id}: segment {current} is not readable: {error}"

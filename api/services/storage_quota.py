@@ -12,7 +12,7 @@ from api.deps import ApiServices, Caller
 from api.errors import StorageQuotaExceeded
 from api.schemas import UsageView
 from core.models import ApiKey
-from core.storage_usage import KeyUsage, key_usage
+from core.storage_usage import KeyUsage, key_usage, megabytes
 
 
 def check_storage_quota(session: Session, services: ApiServices, caller: Caller, adding: int, what: str) -> None:
@@ -23,8 +23,8 @@ def check_storage_quota(session: Session, services: ApiServices, caller: Caller,
     usage = key_usage(session, services.data, session.get_one(ApiKey, caller.key_id))
     if usage.bytes + adding > quota:
         raise StorageQuotaExceeded(
-            f"{what} needs about {_megabytes(adding)} and this key already uses {_megabytes(usage.bytes)} of its "
-            f"{_megabytes(quota)} storage quota (VOXCAST_MAX_STORAGE_BYTES); delete jobs it no longer needs "
+            f"{what} needs about {megabytes(adding)} and this key already uses {megabytes(usage.bytes)} of its "
+            f"{megabytes(quota)} storage quota (VOXCAST_MAX_STORAGE_BYTES); delete jobs it no longer needs "
             "(DELETE /v1/jobs/{id}?purge=true) or ask an admin for a larger quota"
         )
 
@@ -39,7 +39,3 @@ def usage_view(usage: KeyUsage, quota: int) -> UsageView:
         audio_minutes=round(usage.audio_minutes, 2),
         quota_bytes=quota if quota > 0 else None,
     )
-
-
-def _megabytes(count: int) -> str:
-    return f"{count / 1_000_000:,.1f} MB"
