@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     keep_intermediates_days: float | None = Field(None, gt=0)
     keep_jobs_days: float | None = Field(None, gt=0)
     script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
-    # LLM replies per drafting job before it fails with the last validation error
-    script_max_attempts: int = Field(3, ge=1, le=10)
+    # LLM replies per drafting job before it fails with the last validation error (at most
+    # `pipeline.drafting.jobs.MAX_ATTEMPTS_LIMIT`, which the drafting stage checks and names this variable for)
+    script_max_attempts: int = Field(3, ge=1)
     # Cap on one LLM reply (a draft asks for ~2 tokens per target word)
     script_max_new_tokens: int = Field(16_384, ge=1)
     webui_api_url: str | None = None  # the api the studio calls; None: the one `voxcast serve` runs here

@@ -238,5 +238,11 @@ def test_a_bad_attempts_setting_is_refused(
     assert main(["script", "normalise", str(write(tmp_path, "t.txt", TWO_SPEAKERS))]) == EXIT_BAD_INPUT
     assert (
         only_error_line(capsys.readouterr().err)
-        == "error: VOXCAST_SCRIPT_MAX_ATTEMPTS: attempts must be 1 to 10, not 0"
+        == "error: VOXCAST_SCRIPT_MAX_ATTEMPTS='0': input should be greater than or equal to 1"
+    )
+    monkeypatch.setenv("VOXCAST_SCRIPT_MAX_ATTEMPTS", "11")
+    assert main(["script", "normalise", str(write(tmp_path, "t.txt", TWO_SPEAKERS))]) == EXIT_BAD_INPUT
+    assert (
+        only_error_line(capsys.readouterr().err)
+        == "error: VOXCAST_SCRIPT_MAX_ATTEMPTS: attempts must be 1 to 10, not 11"
     )

@@ -5,6 +5,10 @@ its caches from it) and generates only what follows, instead of the whole segmen
 holds the tokens chosen since the previous frame and the frame's latent: the latents alone are not enough, since
 a speech end and start between two frames change what comes after them.
 
+Stored frames are trusted because they can only come from the same segment, seed and revision: the file is
+discarded the moment its segment is stored, and a turn can be regenerated (with a new seed) only once every
+segment of the job is stored.
+
 The file only grows: one record per frame, synced every `SYNC_EVERY` frames, so a long segment costs a
 constant amount of writing per frame (rewriting a whole array each time cost the square of its length). A crash
 mid-write leaves at most a torn last record, which reading ignores and the next append cuts off.
