@@ -19,8 +19,9 @@ from core.models import ApiKey, Job, Voice
 from core.storage import SAMPLE_RATE, DataFolder
 
 _LATENT_VALUES = 64  # VibeVoice's acoustic latent: float32 values a frame
-# What a second of generated audio takes on disk: the segment (32-bit float) and its latents, and each output at
-# most (16-bit PCM for the lossless formats, 128 kbit/s for the lossy ones).
+# What a second of generated audio takes on disk, at most: the segment counted at 4 bytes a sample (its 24-bit FLAC
+# never takes more than the 3 of uncompressed 24-bit PCM, plus framing), its latents, and each output (16-bit PCM
+# for the lossless formats, 128 kbit/s for the lossy ones).
 _SEGMENT_BYTES_PER_SECOND = 4 * SAMPLE_RATE + int(FRAMES_PER_SECOND * _LATENT_VALUES * 4)
 _OUTPUT_BYTES_PER_SECOND = {
     "wav": 2 * SAMPLE_RATE,
