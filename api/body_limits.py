@@ -13,8 +13,9 @@ does); a body larger than twice the limit, or one a client holds back waiting fo
 answered at once.
 
 Limits: a voice upload, `max_upload_bytes` plus room for the form around it; a job submission, its script
-and up to four voice files; every other `/v1` route, 1 MiB of JSON; anything else (the studio, when
-`voxcast serve` mounts it), as much as a job submission.
+and up to four voice files; a script job, its notes or transcript (as long as a script may be); every other
+`/v1` route, 1 MiB of JSON; anything else (the studio, when `voxcast serve` mounts it), as much as a job
+submission.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def body_limit(settings: Settings, method: str, path: str) -> BodyLimit:
             job,
             f"a job carries a script (VOXCAST_MAX_SCRIPT_CHARS) and up to {MAX_VOICE_FILES_PER_JOB} voice files "
             f"of at most {byte_size(upload)} each (VOXCAST_MAX_UPLOAD_BYTES)",
+        )
+    if method == "POST" and path.rstrip("/") == "/v1/scripts":
+        return BodyLimit(
+            SCRIPT_BYTES_PER_CHAR * settings.max_script_chars + FORM_OVERHEAD_BYTES,
+            "a script job carries notes or a transcript of at most VOXCAST_MAX_SCRIPT_CHARS characters",
         )
     if path.startswith("/v1/"):
         return BodyLimit(SMALL_BODY_BYTES, "it takes a small JSON body")

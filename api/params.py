@@ -16,6 +16,7 @@ ID_PATTERN = r"^[0-9a-f]{32}$"
 MAX_DATABASE_INT = 2**31 - 1
 
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="a job id: 32 lowercase hex digits")]
+ScriptId = Annotated[str, Path(pattern=ID_PATTERN, description="a script job id: 32 lowercase hex digits")]
 VoiceId = Annotated[str, Path(pattern=ID_PATTERN, description="a voice id: 32 lowercase hex digits")]
 SegmentIndex = Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as in the job's events")]
 OwnerId = Annotated[int | None, Query(ge=1, le=MAX_DATABASE_INT, description="an API key's id")]

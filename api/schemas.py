@@ -58,6 +58,73 @@ class JobCreate(JobOptions):
     script: str = Field(description="the script text: 'Speaker 1: ...', 'Name: ...', '[Name] ...' or JSON")
 
 
+class ScriptDraftOptions(_Body):
+    """Drafting a script from notes; hosts, length and tone are checked by the drafting stage's own rules."""
+
+    task: Literal["draft"]
+    hosts: int | None = Field(None, description="1 to 4; absent: as many as `names`, or 2")
+    names: list[str] | None = Field(
+        None, description="the hosts' names in speaking order; absent: Alice, Bob, Carol, Dave (as many as `hosts`)"
+    )
+    minutes: float = Field(10, description="the length to aim for, 1 to 90 minutes")
+    tone: str | None = Field(None, description="one line, up to 120 characters; absent: warm, curious and clear")
+
+
+class ScriptNormaliseOptions(_Body):
+    """Cleaning up a transcript: the parser first, then the deterministic clean-up, then the script model."""
+
+    task: Literal["normalise"]
+    force_model: bool = Field(False, description="rewrite it with the script model even if the parser reads it")
+
+
+ScriptOptions = Annotated[ScriptDraftOptions | ScriptNormaliseOptions, Field(discriminator="task")]
+
+
+class ScriptDraftCreate(ScriptDraftOptions):
+    material: str = Field(description="notes or an article to draft from (at most 30,000 characters)")
+
+
+class ScriptNormaliseCreate(ScriptNormaliseOptions):
+    transcript: str = Field(description="a rough transcript: timestamps, cues and stage directions are fine")
+
+
+ScriptCreate = Annotated[ScriptDraftCreate | ScriptNormaliseCreate, Field(discriminator="task")]
+
+
+class ScriptAttemptView(BaseModel):
+    attempt: int = Field(description="1 for the model's first reply")
+    rejected: str | None = Field(description="why the reply was not taken; null while it is written, or once taken")
+
+
+class ScriptView(BaseModel):
+    id: str
+    task: Literal["draft", "normalise"]
+    state: JobStateName
+    names: list[str] | None = Field(description="draft: the hosts")
+    minutes: float | None = Field(description="draft: the length aimed for")
+    tone: str | None = Field(description="draft: the tone")
+    force_model: bool | None = Field(description="normalise: whether the model rewrites it whatever the parser says")
+    attempts: list[ScriptAttemptView] = Field(description="the script model's replies so far, each with its verdict")
+    max_attempts: int = Field(description="replies allowed before the job fails (VOXCAST_SCRIPT_MAX_ATTEMPTS)")
+    script: str | None = Field(description="the script, as `Name: text` lines, once done")
+    via: Literal["parser", "cleanup", "model"] | None = Field(
+        description="what made the script: the parser as sent, after the deterministic clean-up, or the model"
+    )
+    speakers: list[str] = Field(description="the script's speakers, once done")
+    words: int | None = Field(description="the script's spoken words, once done")
+    notes: list[str] = Field(description="things worth a look, such as two names that may be one person")
+    error: str | None = Field(description="why it failed, ending with the last rejected reply's reason")
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    owner_id: int
+
+
+class ScriptList(BaseModel):
+    scripts: list[ScriptView]
+
+
 class JobProgress(BaseModel):
     frames_done: int
     frames_planned: int

@@ -1,12 +1,14 @@
-"""`voxcast serve`: the api (with the studio at /studio) and a worker on one machine, with the embedded defaults.
+"""`voxcast serve`: the api (with the studio at /studio), a worker and a scripts worker on one machine.
 
 The defaults need nothing installed but Redis: the database is a SQLite file and the job files live in the
 data folder (VOXCAST_DATA_DIR). Redis is checked first; when it does not answer, one line says how to
-start it. `--only api` or `--only worker` runs one half (as docker compose does, one service each).
+start it. `--only api`, `--only worker` or `--only scripts` runs one part (as docker compose does, one
+service each).
 
-Both halves: the worker runs under a supervisor (`workers.supervisor`) that starts it again when it dies,
+All of them: the worker runs under a supervisor (`workers.supervisor`) that starts it again when it dies,
 while the api stays up and reports it (`/health`, `/v1/admin/workers`); only a worker whose model does not
-load stops serve, with one line saying why. SIGTERM (systemd, `docker stop`) and SIGINT (Ctrl-C) stop the
+load stops serve, with one line saying why. The scripts worker (`workers.script_worker`, script jobs only)
+runs under a supervisor of its own. SIGTERM (systemd, `docker stop`) and SIGINT (Ctrl-C) stop the
 worker, then the api, and exit 0 with no process left behind.
 """
 
@@ -44,7 +46,9 @@ def register(subcommands: argparse._SubParsersAction, settings: Settings) -> Non
     serve = subcommands.add_parser("serve", help="run the api and a worker (Redis required)")
     serve.add_argument("--host", default=settings.api_host, help=f"api address (default {settings.api_host})")
     serve.add_argument("--port", type=int, default=settings.api_port, help=f"api port (default {settings.api_port})")
-    serve.add_argument("--only", choices=["api", "worker"], help="run only the api or only a worker")
+    serve.add_argument(
+        "--only", choices=["api", "worker", "scripts"], help="run only the api, a worker or a scripts worker"
+    )
     serve.add_argument(
         "--max-jobs",
         type=int,
@@ -71,21 +75,27 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
     command = worker_command(settings, args.max_jobs)
     environment = {**os.environ, "VOXCAST_WORKER_MAX_JOBS": str(args.max_jobs)}  # the worker reads it too
     environment |= {"VOXCAST_WORKER_MODEL": args.model} if args.model else {}
-    if args.only == "worker":
+    if args.only in ("worker", "scripts"):
+        command = command if args.only == "worker" else scripts_worker_command(settings)
         os.execvpe(command[0], command, environment)
     fatal: list[str] = []
     signal.signal(signal.SIGTERM, _stop_requested)
-    supervisor = None if args.only == "api" else _supervisor(command, environment, settings, fatal)
+    supervisor = scripts = None
+    if args.only != "api":
+        supervisor = _supervisor(command, environment, settings, fatal)
+        scripts = _supervisor(scripts_worker_command(settings), environment, settings, fatal)
     try:
         server = _api_server(settings, args.host, args.port, supervisor)
-        if supervisor is not None:
-            supervisor.start()
+        for part in (supervisor, scripts):
+            if part is not None:
+                part.start()
         server.run()
     except (KeyboardInterrupt, _StopRequested):
         pass  # uvicorn raises again the signal it has already shut down on: a normal stop
     finally:
-        if supervisor is not None:
-            supervisor.stop()
+        for part in (scripts, supervisor):
+            if part is not None:
+                part.stop()
     return EXIT_FAILED if fatal else EXIT_OK
 
 
@@ -126,6 +136,18 @@ def worker_command(settings: Settings, max_jobs: int | None = None) -> list[str]
         "--pool", "threads", "--concurrency", str(threads), "--queues", queues,
         "--hostname", f"voxcast@{socket.gethostname()}", "--without-gossip", "--without-mingle",
         "--loglevel", settings.log_level,
+    ]  # fmt: skip
+
+
+def scripts_worker_command(settings: Settings) -> list[str]:
+    """A scripts worker (`workers.script_worker`): the `scripts` queue only, `script_worker_threads` jobs at once."""
+    from workers.celery_app import SCRIPTS_QUEUE, queue_name, scripts_node_name
+
+    return [
+        sys.executable, "-m", "celery", "-A", "workers.script_worker", "worker",
+        "--pool", "threads", "--concurrency", str(settings.script_worker_threads),
+        "--queues", queue_name(settings.redis_namespace, SCRIPTS_QUEUE), "--hostname", scripts_node_name(),
+        "--without-gossip", "--without-mingle", "--loglevel", settings.log_level,
     ]  # fmt: skip
 
 

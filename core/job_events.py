@@ -110,6 +110,14 @@ def job_channel(namespace: str, job_id: str) -> str:
     return f"{namespace}:job-events:{job_id}"
 
 
+def script_channel(namespace: str, script_id: str) -> str:
+    """A script job's channel. Its messages only say "look again": the row holds the attempts and the state."""
+    return f"{namespace}:script-events:{script_id}"
+
+
+SCRIPT_CHANGED = b"changed"
+
+
 class EventPublisher:
     """Publishes job events; a Redis failure is logged, never raised, since the database holds the record.
 
@@ -130,10 +138,17 @@ class EventPublisher:
         return cls(client, namespace)
 
     def publish(self, job_id: str, event: ProgressEvent | SegmentEvent | AudioEvent | StateEvent) -> None:
+        self._send(job_channel(self.namespace, job_id), event.model_dump_json(), job_id)
+
+    def script_changed(self, script_id: str) -> None:
+        """Wake the listeners of a script job: its row changed (an attempt, a state)."""
+        self._send(script_channel(self.namespace, script_id), SCRIPT_CHANGED, script_id)
+
+    def _send(self, channel: str, message: str | bytes, job_id: str) -> None:
         if time.monotonic() < self.paused_until:
             return
         try:
-            self.client.publish(job_channel(self.namespace, job_id), event.model_dump_json())
+            self.client.publish(channel, message)
         except redis.RedisError as error:
             self.paused_until = time.monotonic() + self.pause_seconds
             logger.warning(

@@ -1,4 +1,4 @@
-"""The database record of the service: API keys, voices, jobs and each job's generated segments.
+"""The database record of the service: API keys, voices, jobs, each job's generated segments, and script jobs.
 
 The database, not the broker, is the record of every job: a job row exists before its Celery message,
 and a segment row marked `done` (with its audio and latents on disk) is never generated again, so a worker
@@ -183,3 +183,38 @@ class JobSegment(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
     job: Mapped[Job] = relationship(back_populates="segments")
+
+
+class ScriptJob(Base):
+    """A script to draft from notes or to clean up from a transcript, run by a scripts worker.
+
+    Its input is text and its result is text, so both live in the row: there is no folder to keep or delete.
+    `attempt_log` has one entry per model reply, `{"attempt": n, "rejected": reason or null}`, written as the
+    worker goes, so a listener that joins late (or a Redis that blinks) still sees every attempt.
+    """
+
+    __tablename__ = "script_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    task: Mapped[str] = mapped_column(String(16))  # "draft" or "normalise"
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED, index=True)
+    source: Mapped[str] = mapped_column(Text)  # the notes or the transcript, as sent
+    # draft: names, minutes, tone; normalise: force_model. Checked before the row is written.
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    attempt_log: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    script: Mapped[str | None] = mapped_column(Text, default=None)  # `Name: text` lines once done
+    via: Mapped[str | None] = mapped_column(String(16), default=None)  # parser, cleanup or model
+    notes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    deliveries: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took it
+    worker: Mapped[str | None] = mapped_column(String(200), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)

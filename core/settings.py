@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     script_max_attempts: int = Field(3, ge=1)
     # Cap on one LLM reply (a draft asks for ~2 tokens per target word)
     script_max_new_tokens: int = Field(16_384, ge=1)
+    # Script jobs one scripts worker runs at once (its Celery task threads, sharing its one script model)
+    script_worker_threads: int = Field(1, ge=1, le=16)
+    # A scripts worker frees its script model (and its GPU memory) after this long without a script job
+    script_model_idle_seconds: float = Field(600.0, gt=0)
     webui_api_url: str | None = None  # the api the studio calls; None: the one `voxcast serve` runs here
     webui_host: str = "127.0.0.1"  # `voxcast webui` address (the studio alone; `voxcast serve` mounts it on the api)
     webui_port: int = Field(7860, ge=1, le=65535)  # `voxcast webui` port

@@ -131,26 +131,33 @@ class ServiceStack:
     def start_worker(self, max_jobs: int | None = None):  # type: ignore[no-untyped-def]
         """A worker process running up to `max_jobs` jobs at once (default: the stack's `worker_max_jobs`); returns
         once it has loaded its model and is consuming."""
+        from cli.serve import worker_command
+
+        return self._start(worker_command(self.settings, max_jobs), "worker", "worker ready")
+
+    def _start(self, command: list[str], kind: str, ready: str):  # type: ignore[no-untyped-def]
+        """Start `command` as one of the stack's workers, logging to `<kind>-<n>.log`, and wait for `ready` there."""
         import subprocess
         import time
 
-        from cli.serve import worker_command
-
-        number = len(self.workers)
-        log_path = self.root / f"worker-{number}.log"
+        log_path = self.root / f"{kind}-{len(self.workers)}.log"
         log = log_path.open("ab")
-        worker = subprocess.Popen(
-            worker_command(self.settings, max_jobs), env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
-        )
+        worker = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.workers.append(worker)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if "worker ready" in log_path.read_text(errors="replace"):
+            if ready in log_path.read_text(errors="replace"):
                 return worker
             if worker.poll() is not None:
                 break
             time.sleep(0.2)
-        raise RuntimeError(f"worker did not start; see {log_path}")
+        raise RuntimeError(f"{kind} did not start; see {log_path}")
+
+    def start_scripts_worker(self):  # type: ignore[no-untyped-def]
+        """A scripts worker (`workers.script_worker`, the `scripts` queue only); returns once it is consuming."""
+        from cli.serve import scripts_worker_command
+
+        return self._start(scripts_worker_command(self.settings), "scripts", "scripts worker ready")
 
     def database(self):  # type: ignore[no-untyped-def]
         from core.db import Database

@@ -27,12 +27,12 @@ class Footprint:
 def footprint(stack) -> Footprint:  # type: ignore[no-untyped-def]
     from sqlalchemy import func, select
 
-    from core.models import Job, JobSegment, Voice
+    from core.models import Job, JobSegment, ScriptJob, Voice
 
     with stack.database().session() as session:
         rows = {
             model.__name__: session.scalar(select(func.count()).select_from(model))
-            for model in (Voice, Job, JobSegment)
+            for model in (Voice, Job, JobSegment, ScriptJob)
         }
     data = Path(stack.env["VOXCAST_DATA_DIR"])
     files = frozenset(

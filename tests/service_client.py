@@ -39,8 +39,13 @@ def wait_for(client: httpx.Client, job_id: str, states: set[str], timeout: float
 
 
 def read_events(client: httpx.Client, job_id: str) -> list[tuple[str, dict]]:
+    return read_event_stream(client, f"/v1/jobs/{job_id}/events")
+
+
+def read_event_stream(client: httpx.Client, path: str) -> list[tuple[str, dict]]:
+    """Every server-sent event at `path` (name, data) until the stream closes."""
     events = []
-    with client.stream("GET", f"/v1/jobs/{job_id}/events", timeout=120) as response:
+    with client.stream("GET", path, timeout=120) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         name = None

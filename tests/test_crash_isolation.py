@@ -2,6 +2,7 @@
 
 - a worker killed with SIGKILL is started again while the api answers, and `/health` and the admin view say so;
 - SIGTERM and SIGINT stop serve and its worker, exit 0 and leave no process behind;
+- serve runs script jobs on a scripts worker of its own, which stops with it;
 - a poison job (one that crashes every worker it meets: `VOXCAST_CRASH_ON_SCRIPT_TEXT`, a real SIGSEGV) fails
   after `VOXCAST_MAX_WORKER_DEATHS` attempts, while the jobs beside it finish;
 - the crash matrix: jobs of both modes and every format in flight, the worker killed with SIGKILL and SIGSEGV at
@@ -208,6 +209,39 @@ def test_a_stop_signal_ends_serve_and_its_worker_with_status_0(serve, stop_signa
     assert gone(worker), "the worker outlived serve"
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{running.url}/healthz", timeout=2)
+
+
+def scripts_worker_pids(running: Serve) -> list[int]:
+    """The processes whose command line is this serve's scripts worker (`workers.script_worker` on its namespace)."""
+    queue = f"{running.env['VOXCAST_REDIS_NAMESPACE']}.scripts"
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"workers.script_worker" in command and queue.encode() in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_serve_runs_script_jobs_on_a_scripts_worker_it_stops_with_itself(serve) -> None:  # type: ignore[no-untyped-def]
+    running = serve(script_model="tiny-random", script_max_attempts="2")
+    body = {"task": "normalise", "transcript": "Alice: Hi.\nBob: Hello.\n", "force_model": True}
+    response = running.client.post("/v1/scripts", json=body)
+    assert response.status_code == 202, response.text
+    script_id = response.json()["id"]
+    running.wait_until(
+        lambda: running.client.get(f"/v1/scripts/{script_id}").json()["state"] == "failed", "the script job", 120
+    )
+    assert len(running.client.get(f"/v1/scripts/{script_id}").json()["attempts"]) == 2
+    (scripts_worker,) = scripts_worker_pids(running)
+    running.process.send_signal(signal.SIGTERM)
+    assert running.process.wait(60) == 0, running.tail()
+    deadline = time.monotonic() + 5
+    while not gone(scripts_worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(scripts_worker), "the scripts worker outlived serve"
 
 
 def test_a_poison_job_fails_after_the_allowed_worker_deaths_and_the_jobs_beside_it_finish(

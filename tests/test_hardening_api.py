@@ -84,12 +84,21 @@ def alice_job(alice: httpx.Client, alice_voice: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def operations(stack, alice_job: dict, alice_voice: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def alice_script(alice: httpx.Client) -> str:
+    """A script job of alice's (a transcript the parser reads: done at once)."""
+    response = alice.post("/v1/scripts", json={"task": "normalise", "transcript": "Alice: Hello.\nBob: Hi.\n"})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+@pytest.fixture(scope="module")
+def operations(stack, alice_job: dict, alice_voice: str, alice_script: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     """Every keyed (method, path) of the api, from its OpenAPI document, with alice's ids filled in (`/health`,
     for orchestrators, is the one route that needs no key)."""
     values = {
         "job_id": alice_job["id"],
         "voice_id": alice_voice,
+        "script_id": alice_script,
         "audio_format": "wav",
         "transcript_format": "srt",
         "index": "0",
@@ -150,18 +159,25 @@ def test_a_revoked_key_is_refused_everywhere(stack, operations: list[tuple[str, 
 
 
 def test_another_owners_ids_are_404_on_every_route(
-    stack, operations: list[tuple[str, str]], alice: httpx.Client, bob: httpx.Client, alice_job: dict, alice_voice: str
+    stack,
+    operations: list[tuple[str, str]],
+    alice: httpx.Client,
+    bob: httpx.Client,
+    alice_job: dict,
+    alice_voice: str,
+    alice_script: str,
 ) -> None:  # type: ignore[no-untyped-def]
+    alices = (alice_job["id"], alice_voice, alice_script)
     with leaves_nothing(stack):
         for method, path in operations:
             response = bob.request(method, path)
             if path.startswith("/v1/admin/"):
                 assert_refused(response, 403, "admin key")
-            elif alice_job["id"] in path or alice_voice in path:
+            elif any(alices_id in path for alices_id in alices):
                 assert_refused(response, 404, "no ")
             else:  # lists and creations: never anything of alice's
                 assert response.status_code < 500, (method, path, response.text[:200])
-                assert alice_job["id"] not in response.text and alice_voice not in response.text, (method, path)
+                assert not any(alices_id in response.text for alices_id in alices), (method, path)
         speech = bob.post("/v1/audio/speech", json={"model": "tts-1", "input": "hi", "voice": alice_voice})
         assert_refused(speech, 422, "no voice", field="voice")
         job = bob.post("/v1/jobs", json={"script": "Alice: hi", "voices": {"Alice": alice_voice}})
@@ -187,14 +203,20 @@ WRONG_IDS = {
 
 @pytest.mark.parametrize("wrong", list(WRONG_IDS.values()), ids=list(WRONG_IDS))
 def test_ids_of_the_wrong_shape_are_refused_on_every_route(
-    stack, operations: list[tuple[str, str]], admin_key: str, alice_job: dict, alice_voice: str, wrong: str
+    stack,
+    operations: list[tuple[str, str]],
+    admin_key: str,
+    alice_job: dict,
+    alice_voice: str,
+    alice_script: str,
+    wrong: str,
 ) -> None:  # type: ignore[no-untyped-def]
     admin = stack.client(admin_key)  # an admin reaches every route, so only the id can be what is refused
     with leaves_nothing(stack):
         for method, path in operations:
-            if alice_job["id"] not in path and alice_voice not in path:
+            if not any(alices_id in path for alices_id in (alice_job["id"], alice_voice, alice_script)):
                 continue
-            hostile = path.replace(alice_job["id"], wrong).replace(alice_voice, wrong)
+            hostile = path.replace(alice_job["id"], wrong).replace(alice_voice, wrong).replace(alice_script, wrong)
             response = admin.request(method, hostile)
             if response.status_code in (404, 405):  # ".." moves the path to a route that does not exist
                 assert response.json()["detail"] in ("Not Found", "Method Not Allowed"), (method, hostile)

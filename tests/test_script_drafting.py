@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from pipeline.drafting.jobs import (
     MAX_MODEL_TRANSCRIPT_CHARS,
     MAX_SOURCE_CHARS,
     REPLY_ECHO_CHARS,
+    DraftCancelled,
     ask_for_script,
     check_source_text,
     look_alike_speakers,
@@ -78,7 +79,9 @@ class ScriptedModel:
     conversations: list[list[ChatMessage]] = field(default_factory=list)
     token_limits: list[int] = field(default_factory=list)
 
-    def reply(self, messages: Sequence[ChatMessage], max_new_tokens: int) -> str:
+    def reply(
+        self, messages: Sequence[ChatMessage], max_new_tokens: int, stop: Callable[[], bool] | None = None
+    ) -> str:
         self.conversations.append(list(messages))
         self.token_limits.append(max_new_tokens)
         return self.replies[len(self.conversations) - 1]
@@ -95,9 +98,11 @@ class Recorded:
     def source(self) -> str:
         return self.model.source
 
-    def reply(self, messages: Sequence[ChatMessage], max_new_tokens: int) -> str:
+    def reply(
+        self, messages: Sequence[ChatMessage], max_new_tokens: int, stop: Callable[[], bool] | None = None
+    ) -> str:
         self.conversations.append(list(messages))
-        return self.model.reply(messages, max_new_tokens)
+        return self.model.reply(messages, max_new_tokens, stop)
 
 
 def never_loaded() -> ScriptedModel:
@@ -433,6 +438,44 @@ def test_requests_the_stage_refuses(make: object, field_name: str) -> None:
     assert refused.value.field == field_name
 
 
+@dataclass
+class Watcher:
+    """An attempt observer that records what it hears and cancels once `cancel_at` attempts have started."""
+
+    cancel_at: int | None = None
+    heard: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def started(self, attempt: int) -> None:
+        self.heard.append(("started", attempt, ""))
+
+    def rejected(self, attempt: int, reason: str) -> None:
+        self.heard.append(("rejected", attempt, reason))
+
+    def cancelled(self) -> bool:
+        return self.cancel_at is not None and sum(kind == "started" for kind, _, _ in self.heard) >= self.cancel_at
+
+
+def test_an_observer_hears_each_attempt_and_each_rejection_with_its_reason() -> None:
+    model = ScriptedModel(["not json", reply(turn("Alice", "Hi."))])
+    watcher = Watcher()
+    _, attempts = ask_for_script(
+        model, [ChatMessage("user", "x")], script_from_reply, max_attempts=3, max_new_tokens=9, observer=watcher
+    )
+    assert attempts == 2
+    assert [(kind, number) for kind, number, _ in watcher.heard] == [("started", 1), ("rejected", 1), ("started", 2)]
+    assert watcher.heard[1][2].startswith("the reply has no JSON object")
+
+
+def test_a_cancelled_observer_ends_the_job_without_another_attempt() -> None:
+    model = ScriptedModel(["not json", reply(turn("Alice", "Hi."))])
+    with pytest.raises(DraftCancelled, match="during attempt 1"):
+        ask_for_script(
+            model, [ChatMessage("user", "x")], script_from_reply, max_attempts=3, max_new_tokens=9,
+            observer=Watcher(cancel_at=1),
+        )  # fmt: skip
+    assert len(model.conversations) == 1
+
+
 def test_default_hosts() -> None:
     assert default_host_names(3) == ("Alice", "Bob", "Carol")
     assert DraftRequest(names=("Speaker 1", "Dr. Lee"), minutes=10).target_words == 1500
@@ -464,6 +507,20 @@ def test_normalising_on_the_tiny_model_retries_and_fails_clearly(tiny_chat_model
     with pytest.raises(DraftingError, match="gave no valid script in 2 attempts"):
         normalise_transcript("Alice: Hi.\nBob: Hello.", lambda: model, ModelBudget(2, 24), force_model=True)
     assert len(model.conversations) == 2
+
+
+def test_a_reply_stops_within_a_token_of_being_told(tiny_chat_model: TransformersChatModel) -> None:
+    asked = 0
+
+    def stop() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked >= 3
+
+    whole = tiny_chat_model.tokenizer(tiny_chat_model.reply(normalise_messages("Alice: hi"), 40))["input_ids"]
+    stopped = tiny_chat_model.tokenizer(tiny_chat_model.reply(normalise_messages("Alice: hi"), 40, stop))["input_ids"]
+    assert asked == 3
+    assert len(stopped) < len(whole)
 
 
 def test_a_conversation_longer_than_the_context_is_refused(tiny_instruct_checkpoint: Path) -> None:

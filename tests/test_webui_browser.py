@@ -255,6 +255,76 @@ def test_api_errors_appear_beside_their_field(
     assert_no_stack_trace(page)
 
 
+TRANSCRIPT = """WEBVTT
+
+00:00:01.000 --> 00:00:03.000
+Alice: Welcome back to the show. [laughs]
+
+00:00:03.500 --> 00:00:06.000
+Bob: Thanks, it's good to be here.
+"""
+
+
+@pytest.fixture(scope="module")
+def scripts_worker(stack: ServiceStack) -> None:
+    """A scripts worker on `tiny-random`, whose replies always fail validation (three attempts a job)."""
+    stack.env["VOXCAST_SCRIPT_MODEL"] = "tiny-random"
+    stack.start_scripts_worker()
+
+
+def test_drafting_from_notes_shows_each_attempt_and_a_clean_up_goes_into_the_editor_when_asked(
+    stack: ServiceStack, open_studio, scripts_worker: None, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    page = open_studio(stack.mint_key("producer"))
+    page.locator("#script textarea").fill("Alice: My own words, not to be lost.\n")
+    page.locator("#script-stage").get_by_text("Start from notes or a transcript").click()
+
+    # Refused before anything runs: each reason beside its field, in the api's words.
+    page.locator("#draft-start").click()
+    expect(page.locator("#draft-material-problem .vx-field-error")).to_contain_text("the source material is empty")
+    notes = tmp_path / "notes.md"
+    notes.write_text("Tea cools faster in a wide cup: more surface, more evaporation.\n", encoding="utf-8")
+    with page.expect_file_chooser() as chooser:
+        page.locator("#draft-material-upload").click()
+    chooser.value.set_files(notes)
+    expect(page.locator("#draft-material textarea")).to_have_value(notes.read_text(encoding="utf-8"))
+    page.locator("#draft-names textarea").fill("Ann, ann")
+    page.locator("#draft-start").click()
+    expect(page.locator("#draft-problem .vx-field-error")).to_contain_text("the hosts' names must differ")
+    expect(page.locator("#draft-material-problem")).to_be_empty()
+
+    # The tiny model's replies are refused: each attempt is shown with its reason, then the failure.
+    page.locator("#draft-names textarea").fill("Ann, Ben")
+    page.locator("#draft-minutes input").fill("1")
+    page.locator("#draft-start").click()
+    status = page.locator("#script-job-status")
+    expect(status.locator('.vx-script-job[data-state="failed"]')).to_be_visible(timeout=SLOW)
+    expect(status.locator('.vx-attempt[data-verdict="rejected"]')).to_have_count(3)
+    expect(status).to_contain_text("Attempt 1 of 3 was rejected:")
+    expect(status).to_contain_text("gave no valid script in 3 attempts")
+    expect(page.locator("#script-job-load")).to_be_hidden()
+    screenshot(page, "write-draft-failed")
+
+    # A transcript the clean-up reads: done at once, shown for review, put in the editor only when asked.
+    page.get_by_role("tab", name="Clean up a transcript").click()
+    page.locator("#cleanup-transcript textarea").fill(TRANSCRIPT)
+    page.locator("#cleanup-start").click()
+    expect(status.locator('.vx-script-job[data-state="done"]')).to_be_visible()
+    expect(status).to_contain_text("Done: 2 speakers, 11 words (after clean-up)")
+    cleaned = "Alice: Welcome back to the show.\nBob: Thanks, it's good to be here.\n"
+    expect(page.locator("#script-job-result textarea")).to_have_value(cleaned)
+    page.locator("#script-job-load").click()
+    expect(page.locator("#script-job-replace")).to_be_visible()
+    page.locator("#script-job-keep").click()
+    expect(page.locator("#script textarea")).to_have_value("Alice: My own words, not to be lost.\n")
+    page.locator("#script-job-load").click()
+    page.locator("#script-job-replace").click()
+    expect(page.locator("#script textarea")).to_have_value(cleaned)
+    expect(page.locator("#script-preview")).to_contain_text("Bob")
+    screenshot(page, "write-cleanup")
+    assert_no_stack_trace(page)
+
+
 def test_write_cast_generate_listen_and_download(
     stack: ServiceStack, worker: None, open_studio, voice_wav: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -26,6 +26,7 @@ from api.schemas import (
     QueueDepth,
     QueueReport,
     RegenerationView,
+    ScriptView,
     UsageList,
     UsageView,
     VoiceList,
@@ -66,7 +67,8 @@ class Access(Enum):
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One server-sent event of a job: `state` (data is a JobView's JSON), `progress` or `segment`."""
+    """One server-sent event: of a job, `state` (data is a JobView's JSON), `progress`, `audio` or `segment`; of a
+    script job, `state` (a ScriptView's JSON) or `attempt`."""
 
     kind: str
     data: dict[str, Any]
@@ -166,13 +168,37 @@ class StudioApi:
 
     async def job_events(self, job_id: str) -> AsyncIterator[JobEvent]:
         """The job's server-sent events until the stream ends (after a final `state` event)."""
+        async for event in self._events(f"/v1/jobs/{job_id}/events"):
+            yield event
+
+    async def _events(self, path: str) -> AsyncIterator[JobEvent]:
         async with self._client(read_timeout=_EVENT_READ_TIMEOUT_SECONDS) as client:
-            async with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+            async with client.stream("GET", path) as response:
                 if response.is_error:
                     await response.aread()
                     _raise_for_problem(response)
                 async for event in _server_sent_events(response.aiter_lines()):
                     yield event
+
+    # --- script jobs ------------------------------------------------------------------------------------
+
+    async def submit_script(self, body: Mapping[str, Any]) -> ScriptView:
+        """POST /v1/scripts: a draft or a clean-up; done at once when no model is needed, else queued."""
+        response = await self._request("POST", "/v1/scripts", json=dict(body))
+        return ScriptView.model_validate_json(response.content)
+
+    async def script(self, script_id: str) -> ScriptView:
+        response = await self._request("GET", f"/v1/scripts/{script_id}")
+        return ScriptView.model_validate_json(response.content)
+
+    async def cancel_script(self, script_id: str) -> ScriptView:
+        response = await self._request("DELETE", f"/v1/scripts/{script_id}")
+        return ScriptView.model_validate_json(response.content)
+
+    async def script_events(self, script_id: str) -> AsyncIterator[JobEvent]:
+        """The script job's server-sent events (`state`, `attempt`) until it ends."""
+        async for event in self._events(f"/v1/scripts/{script_id}/events"):
+            yield event
 
     async def download(self, path: str, destination: Path) -> Path:
         """Stream an api file (an episode, a transcript, a segment, a voice preview) to `destination`."""

@@ -3,7 +3,8 @@
     mount_studio(app, api_url)   the studio at /studio of a FastAPI app (`voxcast serve` mounts it on the api)
     studio_app(api_url)          a FastAPI app with only the studio (`voxcast webui`, for a separate process)
 
-Screens (tabs): Write, Cast, Generate, Listen (the finished episode), History, and Admin for admin keys. The
+Screens (tabs): Write (with drafting from notes and transcript clean-up), Cast, Generate, Listen (the finished
+episode), History, and Admin for admin keys. The
 API key typed at the top lives in the page: every action sends it to the api, which alone decides what the
 key may see and do.
 """
@@ -25,6 +26,7 @@ from webui.files import StudioFiles
 from webui.render import field_error, notice
 from webui.views.admin import AdminView, admin_listing, build_admin, wire_admin
 from webui.views.cast import CastView, build_cast, library_updates, wire_cast
+from webui.views.drafting import build_drafting, wire_drafting
 from webui.views.finish import build_finish, wire_finish
 from webui.views.generate import build_generate, wire_generate
 from webui.views.history import HistoryView, build_history, history_updates, wire_history
@@ -49,6 +51,7 @@ def build_studio(context: StudioContext) -> gr.Blocks:
         with gr.Tabs(selected="write", overflow_behavior="wrap") as tabs:
             with gr.Tab("1 · Write", id="write"):
                 write = build_write(context)
+                drafting = build_drafting()
             with gr.Tab("2 · Cast", id="cast"):
                 cast = build_cast(context)
             with gr.Tab("3 · Generate", id="generate"):
@@ -61,6 +64,7 @@ def build_studio(context: StudioContext) -> gr.Blocks:
                 admin = build_admin(admin_tab)
         screens = Screens(tabs, key, write, cast, generate, finish)
         wire_write(write, cast, context)
+        wire_drafting(drafting, write, context, key)
         wire_cast(cast, context, key)
         wire_generate(screens, context)
         wire_finish(screens, context)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from api.schemas import JobView, QueueDepth, UsageView, VoiceView
+from api.schemas import JobView, QueueDepth, ScriptView, UsageView, VoiceView
 from core.storage_usage import megabytes
 from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, Speaker, Turn
@@ -121,6 +121,40 @@ def script_error_html(text: str, message: str, line: int | None) -> str:
 
 
 # --- Cast ------------------------------------------------------------------------------------------------
+
+
+def script_job_html(view: ScriptView) -> str:
+    """Where a draft or a clean-up stands: each attempt of the script model with its verdict, then the outcome."""
+    what = "Drafting" if view.task == "draft" else "Cleaning up"
+    items = []
+    for attempt in view.attempts:
+        label = f"Attempt {attempt.attempt} of {view.max_attempts}"
+        if attempt.rejected is None and view.state == "running" and attempt is view.attempts[-1]:
+            items.append(f'<li class="vx-attempt" data-verdict="writing">{label}: the script model is writing…</li>')
+        elif attempt.rejected is not None:
+            items.append(
+                f'<li class="vx-attempt" data-verdict="rejected">{label} was rejected: {_e(attempt.rejected)}</li>'
+            )
+        else:
+            items.append(f'<li class="vx-attempt" data-verdict="taken">{label} was taken.</li>')
+    outcome = {
+        "queued": f"{what}: waiting for a scripts worker…",
+        "running": f"{what}…" if view.attempts else f"{what}: loading the script model…",
+        "done": f"Done: {len(view.speakers)} speakers, {view.words or 0:,} words"
+        + {"parser": " (read as it was)", "cleanup": " (after clean-up)", "model": ""}.get(view.via or "", "")
+        + ". Review it below, then put it in the editor.",
+        "failed": f"Failed: {view.error or 'no reason given'}",
+        "cancelled": "Cancelled.",
+    }[view.state]
+    notes = "".join(f'<li class="vx-note">{_e(note)}</li>' for note in view.notes)
+    role = "alert" if view.state == "failed" else "status"
+    return (
+        f'<div class="vx-script-job" data-state="{_e(view.state)}">'
+        f'<p role="{role}">{_e(outcome)}</p>'
+        + (f'<ol class="vx-attempts">{"".join(items)}</ol>' if items else "")
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + "</div>"
+    )
 
 
 def speaker_header_html(index: int, speaker: Speaker, turns: int) -> str:

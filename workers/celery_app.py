@@ -11,6 +11,9 @@
   would be bound to the default queue's exchange and key, and a message routed by exchange would land in both),
   and ten priorities (Redis serves priority 0 first; voxcast's job priority runs the other way, 9 most urgent,
   and is flipped when sent). A worker consumes `interactive` first.
+- a third queue, `scripts`, carries script jobs (drafting, transcript clean-up) to the scripts workers
+  (`workers.script_worker`): processes of their own, so a long draft never holds a task thread an audio job
+  needs and a queue of audio jobs never starves drafting.
 - every key, queue and channel carries the `redis_namespace` prefix, so installations (or test sessions)
   can share one Redis.
 
@@ -19,6 +22,8 @@ The api imports this module (to send tasks by name) but never the tasks themselv
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Sequence
 from typing import Literal
 
 from celery import Celery
@@ -30,15 +35,17 @@ from core.settings import Settings
 QueueKind = Literal["interactive", "batch"]
 QUEUE_KINDS: tuple[QueueKind, ...] = ("interactive", "batch")
 RUN_JOB_TASK = "voxcast.run_job"
+RUN_SCRIPT_TASK = "voxcast.run_script"
+SCRIPTS_QUEUE = "scripts"
 MAX_PRIORITY = 9
 _VISIBILITY_MARGIN_SECONDS = 1800
 
 
-def queue_name(namespace: str, kind: QueueKind) -> str:
+def queue_name(namespace: str, kind: QueueKind | Literal["scripts"]) -> str:
     return f"{namespace}.{kind}"
 
 
-def task_queue(namespace: str, kind: QueueKind) -> Queue:
+def task_queue(namespace: str, kind: QueueKind | Literal["scripts"]) -> Queue:
     """The queue as a worker declares it: bound to a direct exchange of its own, under its own name as the key."""
     name = queue_name(namespace, kind)
     return Queue(name, Exchange(name, type="direct"), routing_key=name)
@@ -59,7 +66,8 @@ def priority_list_keys(namespace: str, kind: QueueKind) -> list[str]:
     return [name] + [f"{name}{Channel.sep}{step}" for step in range(1, MAX_PRIORITY + 1)]
 
 
-def create_celery_app(settings: Settings) -> Celery:
+def create_celery_app(settings: Settings, include: Sequence[str] = ("workers.tasks",)) -> Celery:
+    """The app every process shares; `include` names the task modules a worker of it imports (and runs)."""
     app = Celery("voxcast")
     app.conf.update(
         broker_url=settings.redis_url,
@@ -76,10 +84,10 @@ def create_celery_app(settings: Settings) -> Celery:
         task_ignore_result=True,
         task_serializer="json",
         accept_content=["json"],
-        task_queues=[task_queue(settings.redis_namespace, kind) for kind in QUEUE_KINDS],
+        task_queues=[task_queue(settings.redis_namespace, kind) for kind in (*QUEUE_KINDS, SCRIPTS_QUEUE)],
         task_default_queue=queue_name(settings.redis_namespace, "batch"),
         worker_hijack_root_logger=False,
-        include=["workers.tasks"],
+        include=list(include),
     )
     return app
 
@@ -93,6 +101,16 @@ def enqueue_job(app: Celery, namespace: str, job_id: str, kind: QueueKind, prior
         queue=queue_name(namespace, kind),
         priority=broker_priority(priority),
     )
+
+
+def scripts_node_name() -> str:
+    """The Celery node name of this host's scripts worker, and the name its script jobs are held under."""
+    return f"voxcast-scripts@{socket.gethostname()}"
+
+
+def enqueue_script(app: Celery, namespace: str, script_id: str) -> None:
+    """Send a script job's task to the scripts queue; like a job's, its task id is its id."""
+    app.send_task(RUN_SCRIPT_TASK, args=[script_id], task_id=script_id, queue=queue_name(namespace, SCRIPTS_QUEUE))
 
 
 app = create_celery_app(Settings.from_env())

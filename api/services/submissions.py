@@ -46,8 +46,12 @@ async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
                 for name, value in form.multi_items()
                 if name.startswith(VOICE_PART_PREFIX) and isinstance(value, UploadFile)
             }
+            if script is None:
+                raise InvalidInput(
+                    [Problem("script", "a job needs a script: a 'script' file or text field", kind="missing")]
+                )
             yield JobSubmission(
-                script=await _script_text(script),
+                script=await read_text_part(script, "script", _MAX_TEXT_PART_BYTES, what="the script file"),
                 options=_options(options),
                 uploads=uploads,
             )
@@ -61,24 +65,27 @@ def _from_json(body: bytes) -> JobSubmission:
     try:
         job = JobCreate.model_validate_json(body)
     except ValidationError as error:
-        raise _validation_error(error, prefix=("body",)) from error
+        raise validation_error(error, prefix=("body",)) from error
     options = JobOptions.model_validate(job.model_dump(exclude={"script"}))
     return JobSubmission(script=job.script, options=options, uploads={})
 
 
-async def _script_text(part: UploadFile | str | None) -> str:
+async def read_text_part(part: UploadFile | str | None, field: str, max_bytes: int, *, what: str) -> str:
+    """A form part holding text, as a file (UTF-8, a BOM allowed) or a field; 422 naming `field` otherwise."""
     if part is None:
-        raise InvalidInput([Problem("script", "a job needs a script: a 'script' file or text field", kind="missing")])
+        raise InvalidInput(
+            [Problem(field, f"{what} is missing: send it as a {field!r} file or text field", kind="missing")]
+        )
     if isinstance(part, str):
         return part
-    data = await part.read(_MAX_TEXT_PART_BYTES + 1)
-    if len(data) > _MAX_TEXT_PART_BYTES:
-        raise InvalidInput([Problem("script", f"the script file is over {_MAX_TEXT_PART_BYTES:,} bytes")])
+    data = await part.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InvalidInput([Problem(field, f"{what} is over {max_bytes:,} bytes")])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise InvalidInput(
-            [Problem("script", f"not UTF-8 text (byte {error.start}); save the script as UTF-8")]
+            [Problem(field, f"{what} is not UTF-8 text (byte {error.start}); save it as UTF-8")]
         ) from error
 
 
@@ -90,10 +97,10 @@ def _options(part: UploadFile | str | None) -> JobOptions:
     try:
         return JobOptions.model_validate_json(part)
     except ValidationError as error:
-        raise _validation_error(error, prefix=("body", "options")) from error
+        raise validation_error(error, prefix=("body", "options")) from error
 
 
-def _validation_error(error: ValidationError, prefix: tuple[str, ...]) -> RequestValidationError:
+def validation_error(error: ValidationError, prefix: tuple[str, ...]) -> RequestValidationError:
     errors = []
     for item in error.errors(include_url=False):
         errors.append({**item, "loc": (*prefix, *item["loc"])})

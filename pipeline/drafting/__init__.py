@@ -11,6 +11,8 @@ so it is not re-exported here).
 
 from pipeline.drafting.chat import ChatMessage, ChatModel
 from pipeline.drafting.jobs import (
+    AttemptObserver,
+    DraftCancelled,
     DraftedScript,
     DraftingError,
     DraftInputError,
@@ -24,8 +26,10 @@ from pipeline.drafting.prompts import SCRIPT_JSON_SCHEMA
 
 __all__ = [
     "SCRIPT_JSON_SCHEMA",
+    "AttemptObserver",
     "ChatMessage",
     "ChatModel",
+    "DraftCancelled",
     "DraftInputError",
     "DraftRequest",
     "DraftedScript",

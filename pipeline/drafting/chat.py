@@ -7,7 +7,7 @@ tests stand in for each other, and keeps torch out of the imports of the determi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -30,6 +30,12 @@ class ChatModel(Protocol):
         """What the model was loaded from (hub id, folder or `tiny-random`), for messages."""
         ...
 
-    def reply(self, messages: Sequence[ChatMessage], max_new_tokens: int) -> str:
-        """The assistant's reply to `messages`, at most `max_new_tokens` tokens long."""
+    def reply(
+        self, messages: Sequence[ChatMessage], max_new_tokens: int, stop: Callable[[], bool] | None = None
+    ) -> str:
+        """The assistant's reply to `messages`, at most `max_new_tokens` tokens long.
+
+        `stop`, when given, is asked between tokens; once it answers True the reply ends where it is (a
+        cancelled job should not wait for a long reply nobody will read).
+        """
         ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from pipeline.drafting.chat import ChatMessage, ChatModel
 from pipeline.drafting.cleanup import clean_transcript
@@ -53,6 +53,23 @@ class DraftInputError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(message)
+
+
+class DraftCancelled(RuntimeError):
+    """The job was cancelled between or during the model's replies; nothing was drafted."""
+
+
+class AttemptObserver(Protocol):
+    """Who follows a job's model replies: told when each starts and why one was rejected, asked whether to stop.
+
+    The service's worker records each attempt for the user to watch; the CLI needs none (`None`).
+    """
+
+    def started(self, attempt: int) -> None: ...
+
+    def rejected(self, attempt: int, reason: str) -> None: ...
+
+    def cancelled(self) -> bool: ...
 
 
 class DraftingError(RuntimeError):
@@ -127,7 +144,12 @@ def default_host_names(hosts: int) -> tuple[str, ...]:
 
 
 def normalise_transcript(
-    text: str, load_model: Callable[[], ChatModel], budget: ModelBudget, *, force_model: bool = False
+    text: str,
+    load_model: Callable[[], ChatModel],
+    budget: ModelBudget,
+    *,
+    force_model: bool = False,
+    observer: AttemptObserver | None = None,
 ) -> DraftedScript:
     """A clean script from a transcript: as parsed, as cleaned up, or as rewritten by the model.
 
@@ -157,12 +179,24 @@ def normalise_transcript(
         return script
 
     script, attempts = ask_for_script(
-        load_model(), normalise_messages(cleaned), check, max_attempts=budget.max_attempts, max_new_tokens=reply_tokens
+        load_model(),
+        normalise_messages(cleaned),
+        check,
+        max_attempts=budget.max_attempts,
+        max_new_tokens=reply_tokens,
+        observer=observer,
     )
     return _finished(script, "model", attempts)
 
 
-def draft_script(source: str, request: DraftRequest, model: ChatModel, budget: ModelBudget) -> DraftedScript:
+def draft_script(
+    source: str,
+    request: DraftRequest,
+    model: ChatModel,
+    budget: ModelBudget,
+    *,
+    observer: AttemptObserver | None = None,
+) -> DraftedScript:
     """A script of about `request.minutes` minutes for `request.names`, written by the model from `source`."""
     check_source_text(source)
     reply_tokens = min(budget.max_new_tokens, _TOKENS_PER_DRAFT_WORD * request.target_words + _REPLY_TOKEN_MARGIN)
@@ -173,6 +207,7 @@ def draft_script(source: str, request: DraftRequest, model: ChatModel, budget: M
         lambda reply: check_cast(script_from_reply(reply), request.names),
         max_attempts=budget.max_attempts,
         max_new_tokens=reply_tokens,
+        observer=observer,
     )
     return _finished(script, "model", attempts)
 
@@ -194,20 +229,31 @@ def ask_for_script(
     *,
     max_attempts: int,
     max_new_tokens: int,
+    observer: AttemptObserver | None = None,
 ) -> tuple[Script, int]:
     """The first reply `check` accepts, and how many replies that took.
 
     A rejected reply stays in the conversation (its first REPLY_ECHO_CHARS characters, so retries cannot
-    outgrow the context) followed by the reason, and the model is asked again.
+    outgrow the context) followed by the reason, and the model is asked again. `observer` hears of every
+    attempt and is asked before and during each reply whether the job was cancelled (`DraftCancelled`).
     """
     conversation = list(messages)
     problem = ""
+    stop = observer.cancelled if observer is not None else None
     for attempt in range(1, max_attempts + 1):
-        reply = model.reply(conversation, max_new_tokens)
+        if stop is not None and stop():
+            raise DraftCancelled(f"cancelled before attempt {attempt}")
+        if observer is not None:
+            observer.started(attempt)
+        reply = model.reply(conversation, max_new_tokens, stop=stop)
+        if stop is not None and stop():
+            raise DraftCancelled(f"cancelled during attempt {attempt}")
         try:
             return check(reply), attempt
         except ReplyError as error:
             problem = str(error)
+        if observer is not None:
+            observer.rejected(attempt, problem)
         conversation += [ChatMessage("assistant", reply[:REPLY_ECHO_CHARS]), retry_message(problem)]
     raise DraftingError(
         f"the script model ({model.source}) gave no valid script in {max_attempts} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from transformers import (
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
 )
 
 from pipeline.drafting.chat import ChatMessage
@@ -69,8 +71,10 @@ class TransformersChatModel:
         return getattr(self.model.config, "max_position_embeddings", None)
 
     @torch.inference_mode()
-    def reply(self, messages: Sequence[ChatMessage], max_new_tokens: int) -> str:
-        """The assistant's greedy reply, cut at `max_new_tokens` or where the context window ends."""
+    def reply(
+        self, messages: Sequence[ChatMessage], max_new_tokens: int, stop: Callable[[], bool] | None = None
+    ) -> str:
+        """The assistant's greedy reply, cut at `max_new_tokens`, where the context window ends, or when `stop`."""
         inputs = self.tokenizer.apply_chat_template(
             [{"role": message.role, "content": message.content} for message in messages],
             add_generation_prompt=True,
@@ -82,6 +86,7 @@ class TransformersChatModel:
             **inputs,
             generation_config=self._greedy(self._room(prompt_length, max_new_tokens)),
             logits_processor=LogitsProcessorList([_OpenWithBrace(self._brace_token_ids, prompt_length)]),
+            stopping_criteria=StoppingCriteriaList([_StopWhen(stop)] if stop is not None else []),
         )
         return self.tokenizer.decode(output[0, prompt_length:], skip_special_tokens=True)
 
@@ -129,6 +134,16 @@ class _OpenWithBrace(LogitsProcessor):
         forced = torch.full_like(scores, float("-inf"))
         forced[:, self.allowed_ids] = scores[:, self.allowed_ids]
         return forced
+
+
+class _StopWhen(StoppingCriteria):
+    """Ends generation once `stop()` answers True (asked after every token)."""
+
+    def __init__(self, stop: Callable[[], bool]) -> None:
+        self.stop = stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.stop(), dtype=torch.bool, device=input_ids.device)
 
 
 def load_chat_model(source: str, *, device: str | None = None, dtype: str | None = None) -> TransformersChatModel:

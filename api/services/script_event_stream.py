@@ -1,0 +1,101 @@
+"""A script job's server-sent events: its state now, each attempt of the script model as it goes, its end.
+
+Events (each `data:` is JSON):
+- `state`: the whole script job (as `GET /v1/scripts/{id}` shows it), first on connecting and on every state
+  change; a final state (done, failed, cancelled) is the last event before the stream closes.
+- `attempt`: `{"attempt": n, "rejected": null}` when the model starts its n-th reply, and again with
+  `rejected` set to the reason once that reply was refused (the next attempt follows, or the job fails).
+
+The row is the record (the worker writes every attempt into it); the worker's message on the job's Redis
+channel only says when to read it again, and the row is read every second anyway, so a missed message (or
+no Redis) delays an event by a second at most and loses none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import redis
+import redis.asyncio
+from fastapi.sse import format_sse_event
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ApiServices, Caller
+from api.schemas import ScriptAttemptView, ScriptView
+from api.services.script_jobs import owned_script, script_view
+from core.job_events import script_channel
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+KEEPALIVE_SECONDS = 15.0
+_FINAL = {"done", "failed", "cancelled"}
+
+
+def read_script_view(services: ApiServices, caller: Caller, script_id: str) -> ScriptView:
+    """The script job as its owner sees it; NotFound for anyone else (raised before any event is sent)."""
+    with services.database.reading() as session:
+        return script_view(owned_script(session, caller, script_id))
+
+
+async def script_event_stream(services: ApiServices, caller: Caller, script_id: str) -> AsyncIterator[bytes]:
+    """The job's events until its final state."""
+    pubsub = services.redis.pubsub()
+    listening = await _subscribe(pubsub, script_channel(services.settings.redis_namespace, script_id))
+    try:
+        view = await run_in_threadpool(read_script_view, services, caller, script_id)
+        yield _state(view)
+        last_sent = time.monotonic()
+        while view.state not in _FINAL:
+            listening = await _wait(pubsub, listening)
+            previous, view = view, await run_in_threadpool(read_script_view, services, caller, script_id)
+            for attempt in _changed_attempts(previous.attempts, view.attempts):
+                yield format_sse_event(data_str=attempt.model_dump_json(), event="attempt")
+                last_sent = time.monotonic()
+            if view.state != previous.state:
+                yield _state(view)
+                last_sent = time.monotonic()
+            if time.monotonic() - last_sent >= KEEPALIVE_SECONDS:
+                yield format_sse_event(comment="keep-alive")
+                last_sent = time.monotonic()
+    finally:
+        try:
+            await pubsub.aclose()
+        except (redis.RedisError, OSError):
+            pass
+
+
+def _changed_attempts(before: list[ScriptAttemptView], after: list[ScriptAttemptView]) -> list[ScriptAttemptView]:
+    """The attempts that are new or changed (an attempt's verdict arrives after its start)."""
+    return [attempt for index, attempt in enumerate(after) if index >= len(before) or before[index] != attempt]
+
+
+async def _subscribe(pubsub: redis.asyncio.client.PubSub, channel: str) -> bool:
+    try:
+        await pubsub.subscribe(channel)
+        return True
+    except (redis.RedisError, OSError) as error:
+        logger.warning("no Redis for script events; reading the database", extra={"error": str(error)})
+        return False
+
+
+async def _wait(pubsub: redis.asyncio.client.PubSub, listening: bool) -> bool:
+    """Until the worker says the row changed, or POLL_SECONDS passed; whether Redis still answers."""
+    if listening:
+        deadline = time.monotonic() + POLL_SECONDS
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                if await pubsub.get_message(ignore_subscribe_messages=True, timeout=left) is not None:
+                    return True
+            return True
+        except (redis.RedisError, OSError) as error:
+            logger.warning("lost Redis for script events; reading the database", extra={"error": str(error)})
+    await anyio.sleep(POLL_SECONDS)
+    return False
+
+
+def _state(view: ScriptView) -> bytes:
+    return format_sse_event(data_str=view.model_dump_json(), event="state")

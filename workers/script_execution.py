@@ -1,0 +1,239 @@
+"""Running one script job on a scripts worker: claim it, ask the script model, record every attempt, store the script.
+
+The drafting stage (`pipeline.drafting`) does the work; this module gives it the job's input and an
+`AttemptObserver` that writes each attempt (and the reason a reply was rejected) into the row as it happens,
+and answers its "cancelled?" from the row (read at most every `CANCEL_CHECK_SECONDS`), so a cancel ends a
+reply within a fraction of a second. Every change is followed by a "changed" message on the job's channel
+for the api's event stream; the row is the record, the message only says when to look.
+
+A job is claimed only from `queued`, so a message delivered twice runs it once. A scripts worker that dies
+mid-job leaves it `running` under its node name; the next worker of that name takes it back at start
+(`take_back_script_jobs`): queued again, or failed once its workers died `max_worker_deaths` times with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from core.db import Database
+from core.job_events import EventPublisher
+from core.models import JobState, ScriptJob, utc_now
+from core.settings import Settings
+from pipeline.drafting import (
+    ChatModel,
+    DraftCancelled,
+    DraftingError,
+    DraftInputError,
+    DraftRequest,
+    ModelBudget,
+    draft_script,
+    normalise_transcript,
+)
+from pipeline.drafting.jobs import DraftedScript
+from pipeline.model_loading import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+CANCEL_CHECK_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class ScriptServices:
+    """What a scripts worker process shares between its task threads."""
+
+    settings: Settings
+    database: Database
+    events: EventPublisher
+    model: IdleModel  # the process's script model, loaded on first use
+
+
+class RowObserver:
+    """The drafting stage's `AttemptObserver` for one job: attempts go into its row, cancels come from it."""
+
+    def __init__(self, services: ScriptServices, script_id: str) -> None:
+        self.services = services
+        self.script_id = script_id
+        self._checked_at = 0.0
+        self._cancelled = False
+
+    def started(self, attempt: int) -> None:
+        self._change_log(lambda log: [*log, {"attempt": attempt, "rejected": None}])
+
+    def rejected(self, attempt: int, reason: str) -> None:
+        self._change_log(
+            lambda log: [entry if entry["attempt"] != attempt else {**entry, "rejected": reason} for entry in log]
+        )
+
+    def cancelled(self) -> bool:
+        """Whether the job's cancel was asked for; the row is read at most every CANCEL_CHECK_SECONDS."""
+        if not self._cancelled and time.monotonic() - self._checked_at >= CANCEL_CHECK_SECONDS:
+            with self.services.database.reading() as session:
+                self._cancelled = bool(
+                    session.scalar(select(ScriptJob.cancel_requested).where(ScriptJob.id == self.script_id))
+                )
+            self._checked_at = time.monotonic()
+        return self._cancelled
+
+    def _change_log(self, change: Callable[[list[Any]], list[Any]]) -> None:
+        with self.services.database.session() as session:
+            job = session.get(ScriptJob, self.script_id)
+            if job is not None:
+                job.attempt_log = change(list(job.attempt_log))
+        self.services.events.script_changed(self.script_id)
+
+
+def run_script_job(services: ScriptServices, script_id: str, worker: str) -> None:
+    """Run the job if it is still queued; its outcome (script, failure or cancel) is stored in its row."""
+    if not _claim(services.database, script_id, worker):
+        logger.info("script job not queued; nothing to do", extra={"script_id": script_id})
+        return
+    services.events.script_changed(script_id)
+    with services.database.reading() as session:
+        job = session.get_one(ScriptJob, script_id)
+        task, source, options, max_attempts = job.task, job.source, dict(job.options), job.max_attempts
+    budget = ModelBudget(max_attempts, services.settings.script_max_new_tokens)
+    observer = RowObserver(services, script_id)
+    try:
+        with services.model.held() as load_model:
+            if task == "draft":
+                request = DraftRequest(names=tuple(options["names"]), minutes=options["minutes"], tone=options["tone"])
+                result = draft_script(source, request, load_model(), budget, observer=observer)
+            else:
+                result = normalise_transcript(
+                    source, load_model, budget, force_model=options["force_model"], observer=observer
+                )
+    except DraftCancelled:
+        _finish(services, script_id, JobState.CANCELLED, error=None)
+    except (DraftingError, DraftInputError) as error:
+        _finish(services, script_id, JobState.FAILED, error=str(error))
+    except ModelLoadError as error:
+        _finish(services, script_id, JobState.FAILED, error=f"the script model did not load: {error}")
+    except Exception as error:
+        logger.exception("script job failed", extra={"script_id": script_id})
+        _finish(services, script_id, JobState.FAILED, error=f"the scripts worker failed: {type(error).__name__}")
+    else:
+        _finish(services, script_id, JobState.DONE, error=None, result=result)
+
+
+def take_back_script_jobs(database: Database, app_send: Callable[[str], None], worker: str, max_deaths: int) -> None:
+    """Jobs this worker's name held when a previous process of it died: queued and sent again, or failed."""
+    with database.session() as session:
+        held = session.scalars(
+            select(ScriptJob).where(ScriptJob.state == JobState.RUNNING, ScriptJob.worker == worker)
+        ).all()
+        again = []
+        for job in held:
+            if job.deliveries >= max_deaths:
+                job.state, job.finished_at = JobState.FAILED, utc_now()
+                job.error = (
+                    f"its scripts worker died {job.deliveries} times while running it (VOXCAST_MAX_WORKER_DEATHS); "
+                    "it is not tried again"
+                )
+            else:  # it starts over: the attempts of the run that died are not this run's
+                job.state, job.worker, job.attempt_log = JobState.QUEUED, None, []
+                again.append(job.id)
+        logger.warning(
+            "took back the script jobs of a dead scripts worker",
+            extra={"worker": worker, "jobs": ",".join(job.id for job in held) or "none"},
+        )
+    for script_id in again:
+        app_send(script_id)
+
+
+def _claim(database: Database, script_id: str, worker: str) -> bool:
+    with database.session() as session:
+        claimed = session.execute(
+            update(ScriptJob)
+            .where(ScriptJob.id == script_id, ScriptJob.state == JobState.QUEUED)
+            .values(
+                state=JobState.RUNNING,
+                worker=worker,
+                started_at=utc_now(),
+                deliveries=ScriptJob.deliveries + 1,
+            )
+        )
+        return claimed.rowcount == 1
+
+
+def _finish(
+    services: ScriptServices,
+    script_id: str,
+    state: JobState,
+    *,
+    error: str | None,
+    result: DraftedScript | None = None,
+) -> None:
+    with services.database.session() as session:
+        job = session.get_one(ScriptJob, script_id)
+        _store_outcome(session, job, state, error, result)
+    logger.info("script job ended", extra={"script_id": script_id, "state": state.value})
+    services.events.script_changed(script_id)
+
+
+def _store_outcome(
+    session: Session, job: ScriptJob, state: JobState, error: str | None, result: DraftedScript | None
+) -> None:
+    job.state, job.error, job.finished_at, job.worker = state, error, utc_now(), None
+    if result is not None:
+        job.script, job.via, job.notes = result.text, result.via, list(result.notes)
+
+
+class IdleModel:
+    """The process's script model: loaded on first use, kept while used, let go after `idle_seconds` unused.
+
+    Letting go gives its memory back to the GPU (the speech model's worker shares it); the next job loads it
+    again. A load that fails is not kept: the next job tries again, and says why if it fails too.
+    """
+
+    def __init__(self, load: Callable[[], ChatModel], idle_seconds: float) -> None:
+        self._load = load
+        self._idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._model: ChatModel | None = None
+        self._users = 0
+        self._last_used = time.monotonic()
+        threading.Thread(target=self._reap, name="voxcast-script-model-reaper", daemon=True).start()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Callable[[], ChatModel]]:
+        """The loader for one job; the model is not let go while a job holds it."""
+        with self._lock:
+            self._users += 1
+        try:
+            yield self._get
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._last_used = time.monotonic()
+
+    def _get(self) -> ChatModel:
+        with self._lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    def _reap(self) -> None:
+        while True:
+            time.sleep(min(self._idle_seconds, 30.0))
+            with self._lock:
+                idle = self._users == 0 and time.monotonic() - self._last_used >= self._idle_seconds
+                if self._model is not None and idle:
+                    self._model = None
+                    _free_accelerator_memory()
+                    logger.info("script model let go after being idle", extra={"idle_s": self._idle_seconds})
+
+
+def _free_accelerator_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
