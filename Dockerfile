@@ -2,6 +2,7 @@ FROM python:3.11-slim
 WORKDIR /opt/voxcast
 COPY pyproject.toml README.md ./
 COPY api ./api
+COPY assembly ./assembly
 COPY cli ./cli
 COPY core ./core
 COPY diffusion ./diffusion

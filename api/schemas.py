@@ -7,13 +7,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.audio_formats import AudioFormat
+from core.job_events import AudioEvent, ProgressEvent, SegmentEvent
+from core.models import JobState
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState
 from pipeline.plan import SEEDS
+from workers.celery_app import QueueKind
 
-AudioFormat = Literal["wav", "flac", "mp3", "ogg", "opus"]
 JobMode = Literal["whole", "turns"]
-QueueName = Literal["interactive", "batch"]
-JobStateName = Literal["queued", "running", "done", "failed", "cancelled"]
 SpeechFormat = Literal["mp3", "opus", "flac", "wav", "pcm"]
 MAX_SEED = SEEDS - 1
 # Names, titles and keys are printable text: control characters (NUL among them, which PostgreSQL refuses to
@@ -45,7 +46,7 @@ class JobOptions(_Body):
     mode: JobMode = "whole"
     formats: list[AudioFormat] = Field(default_factory=lambda: ["wav", "mp3"], min_length=1, max_length=5)
     settings: GenerationParams = Field(default_factory=GenerationParams)
-    queue: QueueName | None = Field(
+    queue: QueueKind | None = Field(
         None,
         description="absent: `interactive` when the job's estimated audio is short (VOXCAST_INTERACTIVE_MAX_SECONDS, "
         "default 120 s), else `batch`",
@@ -99,7 +100,7 @@ class ScriptAttemptView(BaseModel):
 class ScriptView(BaseModel):
     id: str
     task: Literal["draft", "normalise"]
-    state: JobStateName
+    state: JobState
     names: list[str] | None = Field(description="draft: the hosts")
     minutes: float | None = Field(description="draft: the length aimed for")
     tone: str | None = Field(description="draft: the tone")
@@ -146,9 +147,9 @@ class JobOutputs(BaseModel):
 
 class JobView(BaseModel):
     id: str
-    state: JobStateName
+    state: JobState
     mode: JobMode
-    queue: QueueName
+    queue: QueueKind
     priority: int
     title: str | None
     formats: list[str]
@@ -217,7 +218,7 @@ class PriorityChange(_Body):
 
 
 class QueueDepth(BaseModel):
-    queue: QueueName
+    queue: QueueKind
     waiting_in_broker: int | None = Field(description="messages in Redis; null when Redis does not answer")
     queued: int
     running: int
@@ -383,3 +384,25 @@ class ValidationErrors(BaseModel):
     """A 422: every problem found in the request."""
 
     detail: list[ProblemView]
+
+
+# --- server-sent events: the event name, and the model of its `data` ----------------------------------------
+
+
+class SegmentReady(SegmentEvent):
+    """A job's `segment` event: a segment is stored; `audio` is its URL, to listen while the rest generates."""
+
+    audio: str
+
+
+JobStreamEvent = JobView | ProgressEvent | SegmentReady | AudioEvent
+# GET /v1/jobs/{id}/events: `state` is the whole job; `progress` and `audio` are what the worker published.
+JOB_STREAM_EVENTS: dict[str, type[JobStreamEvent]] = {
+    "state": JobView,
+    "progress": ProgressEvent,
+    "segment": SegmentReady,
+    "audio": AudioEvent,
+}
+ScriptStreamEvent = ScriptView | ScriptAttemptView
+# GET /v1/scripts/{id}/events: `state` is the whole script job; `attempt` is one reply of the model and its verdict.
+SCRIPT_STREAM_EVENTS: dict[str, type[ScriptStreamEvent]] = {"state": ScriptView, "attempt": ScriptAttemptView}

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm import tqdm
 
+from assembly.episode import Episode, OutputError, audio_format_for, write_episode
+from assembly.loudness import normalize_loudness
+from assembly.transcripts import chapters_from_turns
 from cli.errors import EXIT_OK, InputError
 from core.settings import Settings
 from pipeline.plan import Plan, plan_script
@@ -29,14 +32,6 @@ from pipeline.script import (
     unknown_speaker_message,
 )
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
-from workers.assembly import (
-    Episode,
-    OutputError,
-    audio_format_for,
-    chapters_from_turns,
-    normalize_loudness,
-    write_episode,
-)
 
 if TYPE_CHECKING:
     from pipeline.engine import Engine, EngineConfig

@@ -18,11 +18,9 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 
 from core.pcm import to_pcm16
-from core.storage import SAMPLE_RATE
+from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
-
-FRAMES_PER_SECOND = 7.5
 
 
 class _Event(BaseModel):

@@ -177,6 +177,8 @@ class JobSegment(Base):
     latents_path: Mapped[str | None] = mapped_column(String(500), default=None)
     turns: Mapped[list[Any]] = mapped_column(JSON, default=list)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # SHA-256 of what the segment says (`pipeline.plan.Segment.text_hash`); null for rows stored before it was kept.
+    text_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     # Frames replayed from the latents an interrupted attempt stored (0: generated in one go).
     resumed_from_frame: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -25,8 +25,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import soundfile as sf
 
-SAMPLE_RATE = 24_000
-
+from tokenizer.rates import SAMPLE_RATE
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 

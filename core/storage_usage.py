@@ -14,22 +14,16 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.job_events import FRAMES_PER_SECOND
+from core.audio_formats import AUDIO_FORMATS
 from core.models import ApiKey, Job, Voice
-from core.storage import SAMPLE_RATE, DataFolder
+from core.storage import DataFolder
+from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 _LATENT_VALUES = 64  # VibeVoice's acoustic latent: float32 values a frame
 # What a second of generated audio takes on disk, at most: the segment counted at 4 bytes a sample (its 24-bit FLAC
-# never takes more than the 3 of uncompressed 24-bit PCM, plus framing), its latents, and each output (16-bit PCM
-# for the lossless formats, 128 kbit/s for the lossy ones).
+# never takes more than the 3 of uncompressed 24-bit PCM, plus framing), its latents, and each output
+# (`AudioFormatSpec.bytes_per_second`).
 _SEGMENT_BYTES_PER_SECOND = 4 * SAMPLE_RATE + int(FRAMES_PER_SECOND * _LATENT_VALUES * 4)
-_OUTPUT_BYTES_PER_SECOND = {
-    "wav": 2 * SAMPLE_RATE,
-    "flac": 2 * SAMPLE_RATE,
-    "mp3": 16_000,
-    "ogg": 16_000,
-    "opus": 16_000,
-}
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ def folder_bytes(path: Path) -> int:
 
 def expected_job_bytes(estimated_seconds: float, formats: list[str]) -> int:
     """What generating `estimated_seconds` of audio in `formats` will write, at most (the plan's estimate)."""
-    per_second = _SEGMENT_BYTES_PER_SECOND + sum(_OUTPUT_BYTES_PER_SECOND[name] for name in formats)
+    per_second = _SEGMENT_BYTES_PER_SECOND + sum(AUDIO_FORMATS[name].bytes_per_second for name in formats)
     return int(estimated_seconds * per_second)
 
 

@@ -103,12 +103,16 @@ def _device_constants(steps: int, device: torch.device) -> dict[str, torch.Tenso
     """The schedule's constants as float32 tensors on `device`, made once.
 
     Copying them per call would put a host-to-device copy inside every frame, which a CUDA graph cannot
-    capture; made once, a captured sampling loop only reads them.
+    capture; made once, a captured sampling loop only reads them. They are made outside inference mode whatever
+    the first caller's mode (the engine samples under `torch.inference_mode`): a cached inference tensor would
+    break every later caller that tracks gradients.
     """
     schedule = solver_schedule(steps)
-    return {
-        name: torch.as_tensor(getattr(schedule, name), device=device, dtype=torch.float32) for name in _CONSTANT_NAMES
-    }
+    with torch.inference_mode(False):
+        return {
+            name: torch.as_tensor(getattr(schedule, name), device=device, dtype=torch.float32)
+            for name in _CONSTANT_NAMES
+        }
 
 
 def sample_with_guidance(

@@ -17,9 +17,7 @@ import torch
 from pipeline.engine import Engine, EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
 from pipeline.model_loading import LoadedModel
 from pipeline.prompt import SegmentText, build_prompt_text, voice_samples_in_prompt_order
-
-SAMPLE_RATE = 24_000
-SAMPLES_PER_FRAME = 3200
+from tokenizer.rates import SAMPLE_RATE
 
 FrameCallback = Callable[[int], None]
 

@@ -15,14 +15,17 @@ that never stops cannot run away.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.prompt import FRAMES_PER_SECOND, SegmentText
+from pipeline.prompt import SegmentText
 from pipeline.script import Pause, Script, ScriptError, Speaker, Turn
 from pipeline.speech_text import normalize_for_speech
+from tokenizer.rates import FRAMES_PER_SECOND
 
 Mode = Literal["whole", "turns"]
 MODES: tuple[Mode, ...] = ("whole", "turns")
@@ -74,6 +77,18 @@ class Segment:
 
         Transcripts and chapters keep the text as written (`turns`)."""
         return SegmentText(tuple((turn.speaker, normalize_for_speech(turn.text)) for turn in self.turns))
+
+    @property
+    def text_hash(self) -> str:
+        """SHA-256 of what the segment says: each turn's speaker, its text as written and as the model reads it.
+
+        Stored with a segment's audio, so audio kept from an earlier run is never paired with other words (after
+        an upgrade that reads or spells a script differently, say): a run whose plan hashes a segment otherwise
+        generates it again."""
+        said = [
+            [turn.speaker, turn.text, spoken] for turn, (_, spoken) in zip(self.turns, self.text.lines, strict=True)
+        ]
+        return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 All segments of a plan are independent generations (each with its own seed), so they are submitted
 together and share the engine's batch: a 40-turn episode in `turns` mode runs 40 streams side by side
 instead of one after another. The result is one continuous 24 kHz track plus where each turn sits in
-it. Loudness, file formats and side files are the output writers' business (`workers.assembly`).
+it. Loudness, file formats and side files are the output writers' business (`assembly`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import numpy as np
 import torch
 
 from pipeline.engine import Engine
-from pipeline.generation import SAMPLE_RATE, GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
-from pipeline.plan import FRAMES_PER_SECOND, Plan, Segment, Silence, segment_seed
+from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
+from pipeline.plan import Plan, Segment, Silence, segment_seed
 from pipeline.timeline import TimedTurn
+from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 
 @dataclass(frozen=True)

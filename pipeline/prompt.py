@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FRAMES_PER_SECOND = 7.5  # VibeVoice's speech tokenizer: a frame (a prompt token, or a generated one) per 3200 samples
+from tokenizer.rates import FRAMES_PER_SECOND
+
 SYSTEM_PROMPT = (
     " Transform the text provided by various speakers into speech output, "
     "utilizing the distinct voice of each respective speaker.\n"

@@ -24,6 +24,7 @@ from transformers.generation.streamers import BaseStreamer
 from pipeline.generation import FrameCallback, SegmentAudio, SegmentRequest, prompt_inputs
 from pipeline.model_loading import LoadedModel
 from pipeline.prompt import build_prompt_text, voice_samples_in_prompt_order
+from tokenizer.rates import SAMPLE_RATE
 
 
 class _FrameCounter(BaseStreamer):
@@ -165,7 +166,7 @@ def hf_static_batch_generate(
     side = processor.tokenizer.padding_side
     processor.tokenizer.padding_side = "left"
     try:
-        batch = processor(text=prompts, audio=voices, sampling_rate=24_000, return_tensors="pt", padding=True)
+        batch = processor(text=prompts, audio=voices, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True)
     finally:
         processor.tokenizer.padding_side = side
     inputs = {

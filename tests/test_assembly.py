@@ -1,4 +1,4 @@
-"""Tests for workers.assembly: real files on disk, real encoders, real loudness meter."""
+"""Tests for the assembly package: real files on disk, real encoders, real loudness meter."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pytest
@@ -13,24 +14,12 @@ import soundfile as sf
 import torch
 import torchaudio.functional as AF
 
-from workers.assembly import (
-    AUDIO_FORMATS,
-    PEAK_CEILING_DBFS,
-    SAMPLE_RATE,
-    TARGET_LUFS,
-    Chapter,
-    Episode,
-    EpisodeFiles,
-    OutputError,
-    TimedTurn,
-    audio_format_for,
-    chapters_from_turns,
-    format_srt,
-    format_vtt,
-    normalize_loudness,
-    silence,
-    write_episode,
-)
+from assembly.episode import Episode, EpisodeFiles, OutputError, audio_format_for, write_episode
+from assembly.loudness import PEAK_CEILING_DBFS, TARGET_LUFS, normalize_loudness, silence
+from assembly.transcripts import Chapter, chapters_from_turns, format_srt, format_vtt
+from core.audio_formats import AUDIO_FORMATS, AudioFormat
+from pipeline.timeline import TimedTurn
+from tokenizer.rates import SAMPLE_RATE
 
 CEILING = 10.0 ** (PEAK_CEILING_DBFS / 20.0)
 
@@ -68,7 +57,15 @@ def leftovers(folder: Path) -> list[str]:
 # --- formats -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ext", sorted(AUDIO_FORMATS))
+EXTENSIONS = sorted(f".{name}" for name in AUDIO_FORMATS)
+
+
+def test_the_format_type_names_exactly_the_formats_of_the_table() -> None:
+    assert sorted(get_args(AudioFormat)) == sorted(AUDIO_FORMATS)
+    assert all(spec.name == name for name, spec in AUDIO_FORMATS.items())
+
+
+@pytest.mark.parametrize("ext", EXTENSIONS)
 def test_each_extension_round_trips_at_24k_mono(tmp_path: Path, ext: str) -> None:
     episode = make_episode(seconds=2.0)
     files = write_episode(episode, tmp_path / f"ep{ext}")
@@ -96,7 +93,7 @@ def test_unknown_extension_raises_and_writes_nothing(tmp_path: Path, name: str) 
     target = tmp_path / "new-folder" / name
     with pytest.raises(OutputError) as err:
         write_episode(make_episode(), target)
-    for ext in AUDIO_FORMATS:
+    for ext in EXTENSIONS:
         assert ext in str(err.value)
     assert not target.parent.exists()
 

@@ -1,7 +1,7 @@
 """Every format at any length, and an encoder that crashes fails its file, not the process that asked for it.
 
 The crash is real: libvorbis overflows the stack when libsndfile hands it a long track in one write (see
-`workers.audio_encoding`); the tests ask the encoder's child process for exactly that write.
+`assembly.audio_encoding`); the tests ask the encoder's child process for exactly that write.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from core.storage import SAMPLE_RATE
+from assembly import episode as assembly
+from assembly.audio_encoding import EncoderCrashed, EncodingError, encode_in_child
+from assembly.episode import Episode, write_episode
+from core.audio_formats import AUDIO_FORMATS
 from pipeline.timeline import TimedTurn
-from workers import assembly
-from workers.assembly import AUDIO_FORMATS, Episode, write_episode
-from workers.audio_encoding import EncoderCrashed, EncodingError, encode_in_child
+from tokenizer.rates import SAMPLE_RATE
 
 CRASHING_SECONDS = 120  # one Vorbis write this long overflows an 8 MiB stack (90 s and up crash, 60 s does not)
 MARK_SECONDS = 0.5
@@ -102,7 +103,7 @@ def test_formats_must_share_a_folder_and_name(tmp_path: Path) -> None:
 def test_a_three_hour_episode_in_every_format_decodes_back_whole(tmp_path: Path) -> None:
     minutes = 180
     audio = marked_track(minutes)
-    extensions = sorted(AUDIO_FORMATS)
+    extensions = sorted(f".{name}" for name in AUDIO_FORMATS)
     files = write_episode(one_turn(audio), *(tmp_path / f"episode{ext}" for ext in extensions))
     written = [files.audio, *files.more_audio]
     assert sorted(path.suffix for path in written) == extensions

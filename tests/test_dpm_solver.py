@@ -67,3 +67,17 @@ def test_schedule_is_cosine_linspace_with_zero_final_sigma() -> None:
     assert schedule.history_coef[0] == 0.0 and schedule.history_coef[-1] == 0.0
     with pytest.raises(ValueError, match="between 1 and 1000"):
         solver_schedule(0)
+
+
+def test_constants_made_first_under_inference_mode_serve_a_caller_that_tracks_gradients() -> None:
+    """The engine samples under `torch.inference_mode`; the cached constants must not become inference tensors."""
+    generator = torch.Generator().manual_seed(11)
+    head = TinyHead()
+    positive, negative = torch.randn(2, 16, generator=generator), torch.randn(2, 16, generator=generator)
+    noise = torch.randn(2, 8, generator=generator)
+    steps = 7  # a step count no other test of this module uses, so the cache is filled here
+    with torch.inference_mode():
+        first = sample_with_guidance(head, positive, negative, noise, torch.full((2,), 1.3), steps)
+    tracked = sample_with_guidance(head, positive, negative, noise, torch.full((2,), 1.3), steps)
+    assert tracked.requires_grad
+    torch.testing.assert_close(tracked.detach(), first)

@@ -10,7 +10,7 @@ import torch
 from transformers.generation import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 from pipeline.engine import Engine, EngineConfig
-from pipeline.generation import SAMPLES_PER_FRAME, GenerationSettings, SegmentRequest, generate_segment
+from pipeline.generation import GenerationSettings, SegmentRequest, generate_segment
 from pipeline.model_loading import LoadedModel, load_model
 from pipeline.plan import plan_script
 from pipeline.podcast import render_podcast
@@ -18,6 +18,7 @@ from pipeline.prompt import SegmentText, build_prompt_text
 from pipeline.reference import reference_generate_segment
 from pipeline.script import parse_script
 from tests.synthetic_audio import voice_like
+from tokenizer.rates import SAMPLES_PER_FRAME
 
 
 def voice(seconds: float, seed: int) -> np.ndarray:

@@ -33,6 +33,7 @@ import soundfile as sf
 import sqlalchemy
 import torch
 
+from assembly.episode import Episode, write_episode
 from core.models import Job
 from core.storage import JobFolder, NoSpaceLeft
 from pipeline.engine import Engine, EngineConfig
@@ -50,7 +51,6 @@ from tests.service_client import (
     wait_for,
 )
 from tests.synthetic_audio import voice_like
-from workers.assembly import Episode, write_episode
 from workers.partial_frames import PartialFrames
 
 KILL_SEED = 20_240_611

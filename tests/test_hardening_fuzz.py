@@ -25,7 +25,8 @@ from core.settings import Settings
 from pipeline.script import MAX_PAUSE_SECONDS, MAX_SCRIPT_CHARS, Pause, ScriptError, parse_script
 from tests.hardening import wav_bytes
 from tests.synthetic_audio import voice_like
-from tokenizer.voice_prompt import MAX_SECONDS, MIN_SECONDS, SAMPLE_RATE, VoicePromptError, load_voice_prompt
+from tokenizer.rates import SAMPLE_RATE
+from tokenizer.voice_prompt import MAX_SECONDS, MIN_SECONDS, VoicePromptError, load_voice_prompt
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW_FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,6 @@ import pytest
 from pipeline.plan import (
     CHARS_PER_SECOND,
     DEFAULT_MAX_SEGMENT_SECONDS,
-    FRAMES_PER_SECOND,
     MAX_EPISODE_MINUTES,
     MODES,
     Plan,
@@ -21,6 +20,7 @@ from pipeline.plan import (
     plan_script,
 )
 from pipeline.script import MAX_PAUSE_SECONDS, MAX_SCRIPT_CHARS, Pause, Script, ScriptError, Speaker, Turn, parse_script
+from tokenizer.rates import FRAMES_PER_SECOND
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from assembly.loudness import normalize_loudness
 from core.storage import read_audio, read_segment_audio, write_audio, write_segment_audio
 from tokenizer.voice_prompt import load_voice_prompt
-from workers.assembly import normalize_loudness
 
 
 def generated_like(seconds: float, peak: float, seed: int = 0) -> np.ndarray:

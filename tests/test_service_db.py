@@ -3,13 +3,14 @@ make the worker's task idempotent."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from datetime import timedelta
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect, select, update
 
 from core.api_keys import create_api_key, find_api_key, hash_key
 from core.db import Database, upgrade_database
@@ -89,7 +90,31 @@ def test_a_cancelled_queued_job_is_never_run(database: Database) -> None:
         assert session.get_one(Job, job_id).state == JobState.CANCELLED
 
 
-PLANNED = [job_records.PlannedSegment(0, 10, 5), job_records.PlannedSegment(1, 12, 6)]
+PLANNED = [job_records.PlannedSegment(0, 10, 5, "a" * 64), job_records.PlannedSegment(1, 12, 6, "b" * 64)]
+
+
+def test_a_stored_segment_whose_words_changed_is_generated_again(database: Database) -> None:
+    """Audio stored for other words (the plan now hashes the segment differently) is not reused: the row goes back
+    to pending with the new hash; a segment whose words are the same stays stored, and a row from before hashes
+    were kept takes the plan's."""
+    job_id = add_job(database)
+    job = job_records.claim_job(database, job_id, "worker", stale_after=60)
+    assert job is not None
+    for record in job_records.prepare_segments(database, job, PLANNED, 22):
+        stored = dataclasses.replace(record, audio_path=f"jobs/{job_id}/segments/{record.index:04d}.flac", frames=9)
+        job_records.record_segment_done(database, job, stored, 1.2, "latents.npy", 9, record.index + 1)
+    with database.session() as session:  # segment 1 as stored before hashes were kept
+        session.execute(update(JobSegment).where(JobSegment.index == 1).values(text_hash=None))
+
+    reworded = [dataclasses.replace(PLANNED[0], text_hash="c" * 64), PLANNED[1]]
+    first, second = job_records.prepare_segments(database, job, reworded, 22)
+    assert (first.done, first.text_changed, first.audio_path, first.frames, first.seed) == (False, True, None, 0, 5)
+    assert (second.done, second.text_changed, second.frames) == (True, False, 9)
+    with database.session() as session:
+        rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id).order_by(JobSegment.index)).all()
+        assert [(row.state, row.text_hash) for row in rows] == [("pending", "c" * 64), ("done", "b" * 64)]
+    again = job_records.prepare_segments(database, job, reworded, 22)
+    assert [record.text_changed for record in again] == [False, False]  # said once, not at every run
 
 
 def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> None:

@@ -234,3 +234,30 @@ def test_a_job_whose_segments_the_retention_policy_removed_says_so_and_refuses_r
     refused = client.post(f"/v1/jobs/{job_id}/turns/1/regenerate", json={})
     assert refused.status_code == 409
     assert "retention policy (VOXCAST_KEEP_INTERMEDIATES_DAYS) removed its segments" in refused.json()["detail"]
+
+
+def test_a_stored_segment_whose_words_no_longer_hash_the_same_is_generated_again(
+    stack, alice: httpx.Client, voice: str
+) -> None:  # type: ignore[no-untyped-def]
+    """As after an upgrade that reads the script differently: segment 2's stored hash is not its plan's any more.
+    Regenerating turn 0 then generates segment 2 as well (and says so), and leaves segment 1 as it was."""
+    from sqlalchemy import update
+
+    job_id = finished_job(alice, TURNS_SCRIPT, voice, mode="turns", formats=["wav"])["id"]
+    before = segment_files(stack, job_id)
+    with stack.database().session() as session:
+        session.execute(
+            update(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index == 2).values(text_hash="0" * 64)
+        )
+    assert regenerate(alice, job_id, 0, seed=77).status_code == 202
+    assert wait_for(alice, job_id, {"done", "failed"})["state"] == "done"
+
+    after = segment_files(stack, job_id)
+    assert after[1] == before[1]  # its words are the same: never rewritten
+    assert after[0][1] != before[0][1] and after[2][1] != before[2][1]
+    with stack.database().session() as session:
+        rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id).order_by(JobSegment.index))
+        hashes = [row.text_hash for row in rows]
+    assert "0" * 64 not in hashes and len(set(hashes)) == 3
+    log = "".join(path.read_text(errors="replace") for path in stack.root.glob("worker-*.log"))
+    assert f"job_id={job_id} segment=2" in log.split("segment's words differ from what it stored")[-1]

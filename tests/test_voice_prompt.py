@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.synthetic_audio import voice_like
+from tokenizer.rates import SAMPLE_RATE
 from tokenizer.voice_prompt import (
     MAX_FILE_BYTES,
     MAX_FILE_SECONDS,
@@ -21,7 +22,6 @@ from tokenizer.voice_prompt import (
     MAX_SECONDS,
     MIN_SAMPLE_RATE,
     MIN_SECONDS,
-    SAMPLE_RATE,
     TARGET_DBFS,
     VoicePrompt,
     VoicePromptError,

@@ -13,7 +13,7 @@ import pytest
 
 from api.schemas import JobView
 from pipeline.script import parse_script
-from webui.api_client import JobEvent, StudioApiError, _raise_for_problem, _server_sent_events
+from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
 from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
@@ -70,7 +70,7 @@ def test_server_sent_events_are_read_across_comments_and_keep_alives() -> None:
     lines = ["event: state", 'data: {"state": "queued"}', "", ": keep-alive", "", "event: segment",
              'data: {"index": 0,', 'data:  "audio": "/a.wav"}', ""]  # fmt: skip
 
-    async def read() -> list[JobEvent]:
+    async def read() -> list[ServerSentEvent]:
         async def source() -> AsyncIterator[str]:
             for line in lines:
                 yield line
@@ -78,7 +78,7 @@ def test_server_sent_events_are_read_across_comments_and_keep_alives() -> None:
         return [event async for event in _server_sent_events(source())]
 
     events = asyncio.run(read())
-    assert [(event.kind, event.data) for event in events] == [
+    assert [(event.name, event.data) for event in events] == [
         ("state", {"state": "queued"}),
         ("segment", {"index": 0, "audio": "/a.wav"}),
     ]

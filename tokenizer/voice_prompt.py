@@ -24,6 +24,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from tokenizer.rates import SAMPLE_RATE
+
 __all__ = [
     "ACCEPTED_FORMATS",
     "MAX_FILE_BYTES",
@@ -32,7 +34,6 @@ __all__ = [
     "MAX_SECONDS",
     "MIN_SAMPLE_RATE",
     "MIN_SECONDS",
-    "SAMPLE_RATE",
     "SILENCE_RMS",
     "TARGET_DBFS",
     "VoicePrompt",
@@ -43,7 +44,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_RATE = 24_000
 TARGET_DBFS = -25.0
 MIN_SECONDS = 3.0
 MAX_SECONDS = 60.0

@@ -15,17 +15,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 from api.schemas import (
+    JOB_STREAM_EVENTS,
+    SCRIPT_STREAM_EVENTS,
     JobList,
     JobOptions,
+    JobStreamEvent,
     JobView,
     QueueDepth,
     QueueReport,
     RegenerationView,
+    ScriptStreamEvent,
     ScriptView,
     UsageList,
     UsageView,
@@ -36,6 +41,7 @@ from api.schemas import (
 # The api closes an event stream only when the job ends and sends a keep-alive every 15 s: a read that
 # waits much longer than that means the connection is gone.
 _EVENT_READ_TIMEOUT_SECONDS = 60.0
+_Event = TypeVar("_Event", bound=BaseModel)
 _DOWNLOAD_CHUNK_BYTES = 1 << 16
 
 
@@ -66,12 +72,11 @@ class Access(Enum):
 
 
 @dataclass(frozen=True)
-class JobEvent:
-    """One server-sent event: of a job, `state` (data is a JobView's JSON), `progress`, `audio` or `segment`; of a
-    script job, `state` (a ScriptView's JSON) or `attempt`."""
+class ServerSentEvent:
+    """One server-sent event as it came: its name and its parsed JSON `data`."""
 
-    kind: str
-    data: dict[str, Any]
+    name: str
+    data: Any
 
 
 class StudioApi:
@@ -166,19 +171,21 @@ class StudioApi:
         response = await self._request("POST", f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=change)
         return RegenerationView.model_validate_json(response.content)
 
-    async def job_events(self, job_id: str) -> AsyncIterator[JobEvent]:
-        """The job's server-sent events until the stream ends (after a final `state` event)."""
-        async for event in self._events(f"/v1/jobs/{job_id}/events"):
+    async def job_events(self, job_id: str) -> AsyncIterator[JobStreamEvent]:
+        """The job's server-sent events, as the api's models, until the stream ends (after a final `state`)."""
+        async for event in self._events(f"/v1/jobs/{job_id}/events", JOB_STREAM_EVENTS):
             yield event
 
-    async def _events(self, path: str) -> AsyncIterator[JobEvent]:
+    async def _events(self, path: str, models: Mapping[str, type[_Event]]) -> AsyncIterator[_Event]:
+        """The stream at `path`, each event read as its name's model (events of other names are skipped)."""
         async with self._client(read_timeout=_EVENT_READ_TIMEOUT_SECONDS) as client:
             async with client.stream("GET", path) as response:
                 if response.is_error:
                     await response.aread()
                     _raise_for_problem(response)
                 async for event in _server_sent_events(response.aiter_lines()):
-                    yield event
+                    if event.name in models:
+                        yield models[event.name].model_validate(event.data)
 
     # --- script jobs ------------------------------------------------------------------------------------
 
@@ -195,9 +202,9 @@ class StudioApi:
         response = await self._request("DELETE", f"/v1/scripts/{script_id}")
         return ScriptView.model_validate_json(response.content)
 
-    async def script_events(self, script_id: str) -> AsyncIterator[JobEvent]:
-        """The script job's server-sent events (`state`, `attempt`) until it ends."""
-        async for event in self._events(f"/v1/scripts/{script_id}/events"):
+    async def script_events(self, script_id: str) -> AsyncIterator[ScriptStreamEvent]:
+        """The script job's server-sent events (its whole view, each attempt) until it ends."""
+        async for event in self._events(f"/v1/scripts/{script_id}/events", SCRIPT_STREAM_EVENTS):
             yield event
 
     async def download(self, path: str, destination: Path) -> Path:
@@ -274,13 +281,13 @@ def _problem(item: dict[str, Any]) -> FieldProblem:
     )
 
 
-async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[JobEvent]:
+async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEvent]:
     """Parse a text/event-stream: `event:` and `data:` lines, a blank line ends an event, `:` is a comment."""
     kind, data = "message", []
     async for line in lines:
         if not line:
             if data:
-                yield JobEvent(kind, json.loads("\n".join(data)))
+                yield ServerSentEvent(kind, json.loads("\n".join(data)))
             kind, data = "message", []
         elif line.startswith(":"):
             continue

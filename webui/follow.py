@@ -13,11 +13,12 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
-from api.schemas import JobView
-from webui.api_client import JobEvent, StudioApi, StudioApiError
+from api.schemas import JobStreamEvent, JobView, SegmentReady
+from core.job_events import ProgressEvent
+from core.models import FINAL_STATES
+from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
 
-FINAL_STATES = frozenset({"done", "failed", "cancelled"})
 _QUEUED_POLL_SECONDS = 2.0
 _PROGRESS_INTERVAL_SECONDS = 0.25  # at most four progress redraws a second
 
@@ -47,16 +48,16 @@ class ProgressFigures:
             progress.eta_seconds,
         )
 
-    def with_event(self, data: dict) -> ProgressFigures:
+    def with_event(self, event: ProgressEvent) -> ProgressFigures:
         """These figures updated by a `progress` event (whose `segment` is the one being generated)."""
         return replace(
             self,
-            frames_done=int(data.get("frames_done", self.frames_done)),
-            frames_planned=int(data.get("frames_planned", self.frames_planned)),
-            audio_seconds_done=float(data.get("audio_seconds_done", self.audio_seconds_done)),
-            audio_seconds_planned=float(data.get("audio_seconds_planned", self.audio_seconds_planned)),
-            segments_total=int(data.get("segments", self.segments_total)),
-            eta_seconds=data.get("eta_seconds"),
+            frames_done=event.frames_done,
+            frames_planned=event.frames_planned,
+            audio_seconds_done=event.audio_seconds_done,
+            audio_seconds_planned=event.audio_seconds_planned,
+            segments_total=event.segments,
+            eta_seconds=event.eta_seconds,
         )
 
     @property
@@ -95,7 +96,7 @@ async def follow_job(
     `fetch_segments` is off), and for progress at most four times a second. Raises StudioApiError when the
     api cannot be reached or loses the job.
     """
-    events: asyncio.Queue[JobEvent | StudioApiError | None] = asyncio.Queue()
+    events: asyncio.Queue[JobStreamEvent | StudioApiError | None] = asyncio.Queue()
     reader = asyncio.create_task(_read_events(api, job_id, events))
     try:
         job = await api.job(job_id)
@@ -119,17 +120,15 @@ async def follow_job(
                 snapshot = await _after_stream_ended(api, snapshot)
                 yield snapshot
                 return
-            if item.kind == "state":
-                job = JobView.model_validate(item.data)
-                snapshot = replace(snapshot, job=job, progress=ProgressFigures.of_job(job))
+            if isinstance(item, JobView):
+                snapshot = replace(snapshot, job=item, progress=ProgressFigures.of_job(item))
                 yield snapshot
-            elif item.kind == "segment" and fetch_segments:
-                index = int(item.data["index"])
-                url = await _fetch_segment(api, files, job_id, index, str(item.data["audio"]))
-                snapshot = snapshot.with_segment(index, url)
+            elif isinstance(item, SegmentReady) and fetch_segments:
+                url = await _fetch_segment(api, files, job_id, item.index, item.audio)
+                snapshot = snapshot.with_segment(item.index, url)
                 yield snapshot
-            elif item.kind == "progress":
-                snapshot = replace(snapshot, progress=snapshot.progress.with_event(item.data))
+            elif isinstance(item, ProgressEvent):
+                snapshot = replace(snapshot, progress=snapshot.progress.with_event(item))
                 if snapshot.job.state == "queued":
                     snapshot = replace(snapshot, job=snapshot.job.model_copy(update={"state": "running"}))
                 if time.monotonic() - last_progress >= _PROGRESS_INTERVAL_SECONDS:
@@ -139,7 +138,9 @@ async def follow_job(
         reader.cancel()
 
 
-async def _read_events(api: StudioApi, job_id: str, events: asyncio.Queue[JobEvent | StudioApiError | None]) -> None:
+async def _read_events(
+    api: StudioApi, job_id: str, events: asyncio.Queue[JobStreamEvent | StudioApiError | None]
+) -> None:
     """Move the job's events into `events`, then None when the stream ends (or the error that ended it)."""
     try:
         async for event in api.job_events(job_id):

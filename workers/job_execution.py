@@ -30,13 +30,15 @@ from types import TracebackType
 
 import numpy as np
 
+from assembly.episode import Episode, write_episode
+from assembly.loudness import normalize_loudness
+from assembly.transcripts import chapters_from_turns
 from core.db import Database
 from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent, eta_seconds
 from core.job_scripts import read_script
 from core.models import JobState
 from core.settings import Settings
 from core.storage import (
-    SAMPLE_RATE,
     DataFolder,
     JobFolder,
     atomic_write,
@@ -48,8 +50,8 @@ from core.storage_usage import folder_bytes
 from pipeline.plan import Plan, Segment
 from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
+from tokenizer.rates import SAMPLE_RATE
 from workers import job_records
-from workers.assembly import Episode, chapters_from_turns, normalize_loudness, write_episode
 from workers.cancel_watch import CancelWatch
 from workers.job_records import ClaimedJob, PlannedSegment, SegmentRecord
 from workers.job_runner import (
@@ -203,8 +205,17 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops) -> float:
         logger.info("removed temporaries of an earlier attempt", extra={"job_id": job.id, "files": len(left)})
     script = read_script(folder, job.revision)
     plan = plan_job(script, job.mode, job.max_segment_seconds)
-    planned = [PlannedSegment(s.index, s.estimated_frames, segment_seed(job.seed, s.index)) for s in plan.segments]
+    planned = [
+        PlannedSegment(s.index, s.estimated_frames, segment_seed(job.seed, s.index), s.text_hash) for s in plan.segments
+    ]
     records = job_records.prepare_segments(services.database, job, planned, plan.estimated_frames)
+    for record in records:
+        if record.text_changed:
+            logger.warning(
+                "segment's words differ from what it stored (the script reads differently now); generating it again",
+                extra={"job_id": job.id, "segment": record.index},
+            )
+            PartialFrames(folder.segment_partial_frames(record.index)).discard()
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
     settings = services.settings
     watcher = _FrameWatcher(services, job, stops, plan, crash_test=_marked(script, settings.crash_on_script_text))

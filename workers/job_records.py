@@ -40,11 +40,13 @@ class ClaimedJob:
 
 @dataclass(frozen=True)
 class PlannedSegment:
-    """A segment of a job's plan as its row starts: its index, the frames it is expected to make, its seed."""
+    """A segment of a job's plan as its row starts: its index, the frames it is expected to make, its seed, and the
+    hash of what it says (`pipeline.plan.Segment.text_hash`)."""
 
     index: int
     frames: int
     seed: int
+    text_hash: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class SegmentRecord:
     seed: int  # the segment's own seed (`segment_seed(job seed, index)`, unless a regeneration drew another)
     audio_path: str | None
     turns: tuple[tuple[int, str, str, float, float], ...]  # (turn index, speaker, text, start, end) in the segment
+    # Its words changed since its row was written (its audio, or the frames of an interrupted attempt, were of other
+    # words): generated again from the start.
+    text_changed: bool = False
 
 
 @retry_on_disconnect
@@ -145,11 +150,18 @@ def cancel_requested(database: Database, job_ids: Collection[str]) -> set[str]:
 def prepare_segments(
     database: Database, job: ClaimedJob, planned: list[PlannedSegment], frames_planned: int
 ) -> list[SegmentRecord]:
-    """Make sure a row exists for every planned segment (a row already there keeps its seed); return them in order."""
+    """Make sure a row exists for every planned segment (a row already there keeps its seed); return them in order.
+
+    A row whose text hash differs from the plan's is set back to pending (its stored audio, or an interrupted
+    attempt's frames, said other words) and its record says so; a row stored before hashes were kept (none) takes
+    the plan's.
+    """
     with database.session() as session:
         existing = {row.index: row for row in session.scalars(select(JobSegment).where(JobSegment.job_id == job.id))}
+        changed = set()
         for segment in planned:
-            if segment.index not in existing:
+            row = existing.get(segment.index)
+            if row is None:
                 row = JobSegment(
                     job_id=job.id,
                     index=segment.index,
@@ -157,17 +169,26 @@ def prepare_segments(
                     seed=segment.seed,
                     revision=job.revision,
                     turns=[],
+                    text_hash=segment.text_hash,
                 )
                 session.add(row)
                 existing[segment.index] = row
+            elif row.text_hash is None:
+                row.text_hash = segment.text_hash
+            elif row.text_hash != segment.text_hash:
+                changed.add(segment.index)
+                row.text_hash, row.frames_planned = segment.text_hash, segment.frames
+                row.state, row.audio_path, row.latents_path, row.frames, row.seconds, row.turns = (
+                    SegmentState.PENDING, None, None, 0, 0.0, []
+                )  # fmt: skip
         session.execute(
             update(Job).where(Job.id == job.id).values(frames_planned=frames_planned, segments_total=len(planned))
         )
         session.flush()
-        return [_record(existing[segment.index]) for segment in planned]
+        return [_record(existing[segment.index], segment.index in changed) for segment in planned]
 
 
-def _record(row: JobSegment) -> SegmentRecord:
+def _record(row: JobSegment, text_changed: bool) -> SegmentRecord:
     return SegmentRecord(
         index=row.index,
         done=row.state == SegmentState.DONE,
@@ -175,6 +196,7 @@ def _record(row: JobSegment) -> SegmentRecord:
         seed=row.seed,
         audio_path=row.audio_path,
         turns=tuple(tuple(turn) for turn in row.turns),
+        text_changed=text_changed,
     )
 
 

@@ -23,7 +23,7 @@ from pipeline.engine import Engine, EngineConfig, EngineEvent, EventKind, Replay
 from pipeline.engine.engine import EngineLoad
 from pipeline.engine.requests import FINAL_EVENTS
 from pipeline.engine.step_records import RowOutcome, StepInput
-from pipeline.generation import SAMPLE_RATE, GenerationSettings, chars_per_token, submit_segment
+from pipeline.generation import GenerationSettings, chars_per_token, submit_segment
 from pipeline.model_loading import load_model
 from pipeline.plan import Mode, Plan, Segment, plan_script
 from pipeline.plan import segment_seed as segment_seed  # the seed rule of a job's segment rows
@@ -37,6 +37,7 @@ from pipeline.podcast import (
 )
 from pipeline.script import parse_script
 from pipeline.timeline import TimedTurn
+from tokenizer.rates import SAMPLE_RATE
 
 GenerationModel = Engine  # what a worker process starts once and every task thread shares
 

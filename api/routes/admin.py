@@ -13,6 +13,7 @@ from api.schemas import JobList, JobView, PriorityChange, QueueReport, UsageList
 from api.services import jobs
 from api.services.admin import queue_report
 from api.services.storage_quota import usage_view
+from core.models import JobState
 from core.storage_usage import every_key_usage
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/admin", tags=["admin"])
 def list_all_jobs(
     session: SessionDep,
     admin: AdminKey,
-    state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
+    state: Annotated[JobState | None, Query()] = None,
     queue: Annotated[Literal["interactive", "batch"] | None, Query()] = None,
     owner_id: OwnerId = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,

@@ -16,16 +16,11 @@ from api.services import jobs
 from api.services.event_stream import job_event_stream, read_job_view
 from api.services.submissions import read_submission
 from api.services.worker_report import generation_limits
+from core.audio_formats import AUDIO_FORMATS, AudioFormat
+from core.models import JobState
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-AUDIO_MEDIA_TYPES = {
-    "wav": "audio/wav",
-    "flac": "audio/flac",
-    "mp3": "audio/mpeg",
-    "ogg": "audio/ogg",
-    "opus": "audio/ogg; codecs=opus",
-}
 TRANSCRIPT_MEDIA_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
 
 
@@ -47,7 +42,7 @@ async def create_job(request: Request, response: Response, caller: CurrentKey, s
 def list_jobs(
     session: SessionDep,
     caller: CurrentKey,
-    state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
+    state: Annotated[JobState | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Offset = 0,
 ) -> JobList:
@@ -79,13 +74,15 @@ async def job_events(
 @router.get("/{job_id}/audio.{audio_format}", summary="The episode (HTTP Range supported)")
 def download_audio(
     job_id: JobId,
-    audio_format: Literal["wav", "flac", "mp3", "ogg", "opus"],
+    audio_format: AudioFormat,
     session: SessionDep,
     caller: CurrentKey,
     services: ServicesDep,
 ) -> RangedFileResponse:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{audio_format}")
-    return RangedFileResponse(path, media_type=AUDIO_MEDIA_TYPES[audio_format], filename=f"{job_id}.{audio_format}")
+    return RangedFileResponse(
+        path, media_type=AUDIO_FORMATS[audio_format].media_type, filename=f"{job_id}.{audio_format}"
+    )
 
 
 @router.get("/{job_id}/transcript.{transcript_format}", summary="Transcript with turn timings")
@@ -116,7 +113,7 @@ def download_segment(
     job_id: JobId, index: SegmentIndex, session: SessionDep, caller: CurrentKey, services: ServicesDep
 ) -> RangedFileResponse:
     path = jobs.segment_audio_file(services, session, caller, job_id, index)
-    return RangedFileResponse(path, media_type=AUDIO_MEDIA_TYPES[path.suffix.removeprefix(".")])
+    return RangedFileResponse(path, media_type=AUDIO_FORMATS[path.suffix.removeprefix(".")].media_type)
 
 
 @router.delete(

@@ -6,7 +6,7 @@ form (`api.services.script_submissions`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -18,6 +18,7 @@ from api.schemas import ErrorMessage, ScriptDraftCreate, ScriptList, ScriptNorma
 from api.services import script_jobs
 from api.services.script_event_stream import read_script_view, script_event_stream
 from api.services.script_submissions import read_script_request
+from core.models import JobState
 
 router = APIRouter(prefix="/v1/scripts", tags=["scripts"])
 
@@ -68,7 +69,7 @@ async def create_script(request: Request, response: Response, caller: CurrentKey
 def list_scripts(
     session: SessionDep,
     caller: CurrentKey,
-    state: Annotated[Literal["queued", "running", "done", "failed", "cancelled"] | None, Query()] = None,
+    state: Annotated[JobState | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Offset = 0,
 ) -> ScriptList:

@@ -19,7 +19,6 @@ the only source when Redis does not answer (then progress comes from it too, onc
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -30,16 +29,15 @@ from fastapi.sse import format_sse_event
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices, Caller
-from api.schemas import JobView
+from api.schemas import JobView, SegmentReady
 from api.services.jobs import job_view, owned_job
 from core.job_events import JOB_EVENT, AudioEvent, ProgressEvent, SegmentEvent, StateEvent, job_channel
-from core.models import JobState
+from core.models import FINAL_STATES
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
-_FINAL = {state.value for state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)}
 
 
 def read_job_view(services: ApiServices, caller: Caller, job_id: str) -> JobView:
@@ -91,7 +89,7 @@ async def job_event_stream(
         view = await run_in_threadpool(read_job_view, services, caller, job_id)
         yield _state(view)
         last_read = last_sent = time.monotonic()
-        while view.state not in _FINAL:
+        while view.state not in FINAL_STATES:
             event = await subscription.next_event(POLL_SECONDS)
             if event is None and not subscription.alive:
                 await anyio.sleep(POLL_SECONDS)
@@ -119,23 +117,20 @@ def _state(view: JobView) -> bytes:
 
 
 def _event(event: ProgressEvent | SegmentEvent | AudioEvent, job_id: str) -> bytes:
-    payload = event.model_dump(mode="json")
     if isinstance(event, SegmentEvent):
-        payload["audio"] = f"/v1/jobs/{job_id}/segments/{event.index}/audio"
-    return format_sse_event(data_str=json.dumps(payload), event=event.kind)
+        event = SegmentReady(**event.model_dump(), audio=f"/v1/jobs/{job_id}/segments/{event.index}/audio")
+    return format_sse_event(data_str=event.model_dump_json(), event=event.kind)
 
 
 def _progress_from(view: JobView) -> bytes:
+    """A `progress` event from the job's row, for when Redis carries no events."""
     progress = view.progress
-    payload = {
-        "kind": "progress",
-        "state": view.state,
-        "frames_done": progress.frames_done,
-        "frames_planned": progress.frames_planned,
-        "segment": progress.segments_done,
-        "segments": progress.segments_total,
-        "eta_seconds": progress.eta_seconds,
-        "audio_seconds_done": progress.audio_seconds_done,
-        "audio_seconds_planned": progress.audio_seconds_planned,
-    }
-    return format_sse_event(data_str=json.dumps(payload), event="progress")
+    event = ProgressEvent(
+        state=view.state,
+        frames_done=progress.frames_done,
+        frames_planned=progress.frames_planned,
+        segment=progress.segments_done,
+        segments=progress.segments_total,
+        eta_seconds=progress.eta_seconds,
+    )
+    return format_sse_event(data_str=event.model_dump_json(), event=event.kind)

@@ -32,7 +32,7 @@ from api.services.job_limits import (
 from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
-from core.job_events import FRAMES_PER_SECOND, eta_seconds
+from core.job_events import eta_seconds
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.storage import atomic_write, new_id, write_audio
 from core.storage_usage import expected_job_bytes, folder_bytes
@@ -47,6 +47,7 @@ from pipeline.script import (
     same_speaker_message,
     unknown_speaker_message,
 )
+from tokenizer.rates import FRAMES_PER_SECOND
 from tokenizer.voice_prompt import VoicePrompt
 from workers.celery_app import QueueKind, enqueue_job
 

@@ -34,9 +34,10 @@ from api.services.speech_track import SpeechTrack
 from core.job_events import AudioEvent, SegmentEvent, StateEvent
 from core.models import FINAL_STATES, JobState
 from core.pcm import streaming_wav_header
-from core.storage import SAMPLE_RATE, read_segment_audio
+from core.storage import read_segment_audio
 from pipeline.plan import plan_script
 from pipeline.script import parse_script
+from tokenizer.rates import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 

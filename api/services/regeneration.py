@@ -60,7 +60,7 @@ def regenerate_turn(
         if change.text is not None:
             script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
             script = parse_script(script_text)
-        segments = _segments_holding(job, current_text, script_text, turn)
+        segments = _segments_holding(job, current_text, script_text, turn)  # index -> its new text hash
         if change.text is not None:
             plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
             check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
@@ -68,7 +68,7 @@ def regenerate_turn(
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
         seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(segments)}
         revision = job.revision + 1
-        _start_revision(session, job, revision, seeds)
+        _start_revision(session, job, revision, seeds, segments)
         write_script(folder, revision, script_text)
         view = job_view(session, job)
         queue, priority = cast(QueueKind, job.queue), job.priority
@@ -137,8 +137,8 @@ def _with_turn_text(script: Script, turn: int, text: str) -> Script:
     return Script(speakers=script.speakers, items=tuple(items))
 
 
-def _segments_holding(job: Job, current_text: str, new_text: str, turn: int) -> list[int]:
-    """Indices of the segments that hold `turn` in the job's plan of `new_text`.
+def _segments_holding(job: Job, current_text: str, new_text: str, turn: int) -> dict[int, str]:
+    """The segments that hold `turn` in the job's plan of `new_text`: index -> the hash of its words.
 
     422 when the new text changes how the script divides into segments (a `turns`-mode turn grown past the
     length at which it is cut, or an episode over the length limit): the stored segments would no longer
@@ -157,7 +157,11 @@ def _segments_holding(job: Job, current_text: str, new_text: str, turn: int) -> 
             f"(a turn is cut at sentence ends every {max_segment_seconds:g} s of speech), so the other segments "
             "would no longer line up; shorten it"
         )
-    return [segment.index for segment in after.segments if any(piece.index == turn for piece in segment.turns)]
+    return {
+        segment.index: segment.text_hash
+        for segment in after.segments
+        if any(piece.index == turn for piece in segment.turns)
+    }
 
 
 def _layout(plan: Plan) -> list[tuple[int, ...]]:
@@ -178,8 +182,11 @@ def _removed_message(job: Job) -> str:
     )
 
 
-def _start_revision(session: Session, job: Job, revision: int, seeds: dict[int, int]) -> None:
-    """Queue the job again at `revision` with the given segments pending under new seeds; 409 if it moved on."""
+def _start_revision(
+    session: Session, job: Job, revision: int, seeds: dict[int, int], text_hashes: dict[int, str]
+) -> None:
+    """Queue the job again at `revision` with the given segments pending under new seeds (and the hashes of their new
+    words); 409 if it moved on."""
     now = utc_now()
     moved = session.execute(
         update(Job)
@@ -211,6 +218,13 @@ def _start_revision(session: Session, job: Job, revision: int, seeds: dict[int, 
         session.execute(
             update(JobSegment)
             .where(JobSegment.job_id == job.id, JobSegment.index == index)
-            .values(state=SegmentState.PENDING, seed=seed, revision=revision, started_at=None, finished_at=None)
+            .values(
+                state=SegmentState.PENDING,
+                seed=seed,
+                revision=revision,
+                text_hash=text_hashes[index],
+                started_at=None,
+                finished_at=None,
+            )
         )
     session.refresh(job)

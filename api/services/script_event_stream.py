@@ -27,12 +27,12 @@ from api.deps import ApiServices, Caller
 from api.schemas import ScriptAttemptView, ScriptView
 from api.services.script_jobs import owned_script, script_view
 from core.job_events import script_channel
+from core.models import FINAL_STATES
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
-_FINAL = {"done", "failed", "cancelled"}
 
 
 def read_script_view(services: ApiServices, caller: Caller, script_id: str) -> ScriptView:
@@ -49,7 +49,7 @@ async def script_event_stream(services: ApiServices, caller: Caller, script_id: 
         view = await run_in_threadpool(read_script_view, services, caller, script_id)
         yield _state(view)
         last_sent = time.monotonic()
-        while view.state not in _FINAL:
+        while view.state not in FINAL_STATES:
             listening = await _wait(pubsub, listening)
             previous, view = view, await run_in_threadpool(read_script_view, services, caller, script_id)
             for attempt in _changed_attempts(previous.attempts, view.attempts):

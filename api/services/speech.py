@@ -36,6 +36,7 @@ from api.errors import ApiError, Conflict, InvalidInput, Problem
 from api.schemas import JobOptions, JobView, SpeechFormat, SpeechRequest
 from api.services.event_stream import POLL_SECONDS, read_job_view
 from api.services.jobs import JobSubmission, cancel_job, submit_job
+from core.audio_formats import AUDIO_FORMATS
 from core.job_events import JOB_EVENT, StateEvent, job_channel
 from core.models import FINAL_STATES, JobState, Voice
 from pipeline.script import nothing_to_say
@@ -43,14 +44,10 @@ from pipeline.script import nothing_to_say
 logger = logging.getLogger(__name__)
 
 SPEECH_PRIORITY = 9  # someone is waiting on the line
-MEDIA_TYPES: dict[str, str] = {
-    "mp3": "audio/mpeg",
-    "opus": "audio/ogg; codecs=opus",
-    "flac": "audio/flac",
-    "wav": "audio/wav",
-    "pcm": "audio/pcm",
-}
 _JOB_FORMAT = {"mp3": "mp3", "opus": "opus", "flac": "flac", "wav": "wav", "pcm": "wav"}  # pcm: the WAV's samples
+# The episode formats' media types, and raw samples (OpenAI's `pcm`: 16-bit little-endian at 24 kHz, no header).
+MEDIA_TYPES: dict[str, str] = {name: AUDIO_FORMATS[name].media_type for name in _JOB_FORMAT if name != "pcm"}
+MEDIA_TYPES["pcm"] = "audio/pcm"
 LIVE_FORMATS = frozenset({"pcm", "wav"})  # streamed as generated; the others are sent once the file exists
 _CHUNK_BYTES = 64 * 1024
 _PCM_BLOCK_SAMPLES = 32 * 1024

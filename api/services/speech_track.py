@@ -18,8 +18,8 @@ import numpy as np
 
 from core.job_events import AudioEvent
 from core.pcm import PCM_BYTES_PER_SAMPLE, to_pcm16
-from core.storage import SAMPLE_RATE
 from pipeline.plan import Segment, Silence
+from tokenizer.rates import SAMPLE_RATE
 
 
 class SpeechTrack:

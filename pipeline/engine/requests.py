@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from pipeline.engine.kv_blocks import BranchBlocks
+from tokenizer.rates import FRAMES_PER_SECOND
 
 _ids = itertools.count(1)
 
@@ -177,7 +178,7 @@ class RequestState:
 
     @property
     def audio_seconds(self) -> float:
-        return self.frames / 7.5
+        return self.frames / FRAMES_PER_SECOND
 
     def buffered_seconds(self, now: float) -> float:
         """Audio produced ahead of real-time playback that started at the first frame."""

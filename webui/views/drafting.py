@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 
 from api.schemas import ScriptView
+from core.models import FINAL_STATES
 from webui.api_client import StudioApi, StudioApiError
 from webui.context import StudioContext
 from webui.render import field_error, notice, script_job_html
@@ -24,7 +25,6 @@ from webui.views.write import WriteView
 NOTES_SUFFIXES = (".txt", ".md")
 TRANSCRIPT_SUFFIXES = (".txt", ".md", ".srt", ".vtt")
 _MAX_TEXT_BYTES = 2 * 1024 * 1024  # as `voxcast script`: far above any notes or transcript
-_FINAL = ("done", "failed", "cancelled")
 # Which message box shows a problem the api names by field.
 _DRAFT_TEXT_FIELDS = ("material",)
 _CLEANUP_TEXT_FIELDS = ("transcript",)
@@ -210,9 +210,8 @@ async def _run(
     yield cleared | _shown(view, script)
     try:
         async for event in api.script_events(script.id):
-            if event.kind in ("state", "attempt"):
-                script = await api.script(script.id) if event.kind == "attempt" else ScriptView(**event.data)
-                yield _shown(view, script)
+            script = event if isinstance(event, ScriptView) else await api.script(script.id)
+            yield _shown(view, script)
     except StudioApiError as error:
         yield {view.status: field_error(error.message), view.cancel: gr.Button(visible=False)}
 
@@ -222,7 +221,7 @@ def _shown(view: DraftingView, script: ScriptView) -> dict[Any, Any]:
     return {
         view.script_id: script.id,
         view.status: script_job_html(script),
-        view.cancel: gr.Button(visible=script.state not in _FINAL),
+        view.cancel: gr.Button(visible=script.state not in FINAL_STATES),
         view.result: gr.Textbox(visible=done, value=script.script if done else ""),
         view.load: gr.Button(visible=done),
     }

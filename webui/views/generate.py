@@ -16,6 +16,7 @@ import gradio as gr
 from pydantic import ValidationError
 
 from api.schemas import GenerationParams, JobOptions
+from core.audio_formats import AUDIO_FORMATS
 from pipeline.script import Script
 from webui.api_client import FieldProblem, StudioApiError
 from webui.assets import SEGMENT_PLAYER_JS
@@ -24,7 +25,6 @@ from webui.render import field_error, notice, script_error_html
 from webui.script_preview import SpeakerNameError, preview_script, script_text_to_send
 from webui.views.screens import Screens, follow_updates
 
-AUDIO_FORMATS = ("wav", "mp3", "opus", "flac", "ogg")
 _DEFAULTS = GenerationParams()
 _OPTION_FIELDS = ("settings", "formats", "mode", "title", "queue", "priority")
 

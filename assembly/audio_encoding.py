@@ -8,7 +8,7 @@ each buffer an encoder sees the same size however long the episode is.
 
 Why another process: encoders are native code, and a crash in one we have not met yet must cost one file of
 one job, not the worker and every job it holds. Encoder processes are started once and kept (`python -m
-workers.audio_encoding`, one per file encoded at a time, so starting Python is not paid per file): each
+assembly.audio_encoding`, one per file encoded at a time, so starting Python is not paid per file): each
 reads a request line (JSON) and then the raw float32 samples on its stdin, writes the file as
 `core.storage.write_durably` does, and answers one line. A process that dies mid-file is a crash
 (`EncoderCrashed`, naming the signal) and is not reused; a full disk is `NoSpaceLeft`; any other failure is
@@ -30,7 +30,8 @@ from typing import BinaryIO
 import numpy as np
 import soundfile as sf
 
-from core.storage import SAMPLE_RATE, NoSpaceLeft, write_durably
+from core.storage import NoSpaceLeft, write_durably
+from tokenizer.rates import SAMPLE_RATE
 
 ENCODE_BLOCK_SAMPLES = SAMPLE_RATE  # one second
 _SAMPLE_BYTES = 4  # float32 on the pipe
