@@ -31,7 +31,6 @@ class OutputError(ValueError):
     """The episode cannot be written as requested (bad extension, unusable audio)."""
 
 
-
 # eq=False: field-wise equality would compare numpy arrays, which is ambiguous and
 # unhashable; identity semantics are the honest choice for a large audio buffer.
 @dataclass(frozen=True, eq=False)
@@ -68,7 +67,6 @@ def audio_format_for(path: Path) -> tuple[str, str | None]:
         return spec.container, spec.subtype
     allowed = ", ".join(sorted(f".{name}" for name in AUDIO_FORMATS))
     raise OutputError(f"unsupported audio extension {path.suffix!r} for {path}; use one of: {allowed}")
-
 
 
 def _pcm_ready(audio: np.ndarray) -> np.ndarray:
@@ -187,7 +185,10 @@ def write_episode(episode: Episode, audio_path: Path, *more_audio: Path) -> Epis
         chapters=first.with_name(f"{first.stem}.chapters.json"),
         more_audio=tuple(audio_paths[1:]),
     )
-    chapters = json.dumps(chapters_document(episode.seconds, episode.chapters, episode.turns), ensure_ascii=False, indent=2) + "\n"
+    chapters = (
+        json.dumps(chapters_document(episode.seconds, episode.chapters, episode.turns), ensure_ascii=False, indent=2)
+        + "\n"
+    )
     texts = [
         (files.srt, _text_stager(format_srt(episode.turns), files.srt)),
         (files.vtt, _text_stager(format_vtt(episode.turns), files.vtt)),

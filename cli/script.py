@@ -42,8 +42,6 @@ _WHERE_TO_CHANGE = {
     "names": "--names",
     "minutes": "--minutes",
     "tone": "--tone",
-    "max_attempts": "VOXCAST_SCRIPT_MAX_ATTEMPTS",
-    "max_new_tokens": "VOXCAST_SCRIPT_MAX_NEW_TOKENS",
 }
 
 
@@ -126,10 +124,7 @@ def run_draft(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _budget(settings: Settings) -> ModelBudget:
-    try:
-        return ModelBudget(settings.script_max_attempts, settings.script_max_new_tokens)
-    except DraftInputError as error:
-        raise InputError(f"{_WHERE_TO_CHANGE[error.field]}: {error}") from error
+    return ModelBudget(settings.script_max_attempts, settings.script_max_new_tokens)  # in range: the settings check
 
 
 def _draft_request(args: argparse.Namespace) -> DraftRequest:

@@ -15,6 +15,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
+from pipeline.drafting.jobs import MAX_ATTEMPTS_LIMIT, MIN_REPLY_TOKENS
+
 ENV_PREFIX = "VOXCAST_"
 _RENAMED = {"VOXCAST_WORKER_CONCURRENCY": "VOXCAST_WORKER_MAX_JOBS"}  # old name: new name
 
@@ -80,11 +82,11 @@ class Settings(BaseSettings):
     keep_intermediates_days: float | None = Field(None, gt=0)
     keep_jobs_days: float | None = Field(None, gt=0)
     script_model: str = "Qwen/Qwen2.5-1.5B-Instruct"  # instruct LLM of `voxcast script`: hub id, folder, "tiny-random"
-    # LLM replies per drafting job before it fails with the last validation error (at most
-    # `pipeline.drafting.jobs.MAX_ATTEMPTS_LIMIT`, which the drafting stage checks and names this variable for)
-    script_max_attempts: int = Field(3, ge=1)
+    # LLM replies per drafting job before it fails with the last validation error (the drafting stage's limits, checked
+    # here so that the api and the scripts workers refuse a bad value at start rather than on every script job)
+    script_max_attempts: int = Field(3, ge=1, le=MAX_ATTEMPTS_LIMIT)
     # Cap on one LLM reply (a draft asks for ~2 tokens per target word)
-    script_max_new_tokens: int = Field(16_384, ge=1)
+    script_max_new_tokens: int = Field(16_384, ge=MIN_REPLY_TOKENS)
     # Script jobs one scripts worker runs at once (its Celery task threads, sharing its one script model)
     script_worker_threads: int = Field(1, ge=1, le=16)
     # A scripts worker frees its script model (and its GPU memory) after this long without a script job

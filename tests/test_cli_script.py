@@ -244,5 +244,5 @@ def test_a_bad_attempts_setting_is_refused(
     assert main(["script", "normalise", str(write(tmp_path, "t.txt", TWO_SPEAKERS))]) == EXIT_BAD_INPUT
     assert (
         only_error_line(capsys.readouterr().err)
-        == "error: VOXCAST_SCRIPT_MAX_ATTEMPTS: attempts must be 1 to 10, not 11"
+        == "error: VOXCAST_SCRIPT_MAX_ATTEMPTS='11': input should be less than or equal to 10"
     )
