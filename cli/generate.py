@@ -7,10 +7,12 @@ typo costs a second, not a model load; and nothing is written unless the whole e
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 from tqdm import tqdm
@@ -19,6 +21,7 @@ from assembly.episode import Episode, OutputError, audio_format_for, write_episo
 from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
 from cli.errors import EXIT_OK, InputError
+from core.progress_estimate import MAX_SHARE_UNTIL_DONE, MIN_ETA_FRAMES, MIN_ETA_SECONDS, past_estimate
 from core.settings import Settings
 from pipeline.plan import Plan, plan_script
 from pipeline.script import (
@@ -207,26 +210,44 @@ def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, 
 
 
 class _progress_bar:
-    """A tqdm bar over frames of speech, showing audio seconds; the ETA follows from the plan's estimate."""
+    """A tqdm bar over frames of speech, showing audio seconds, by `core.progress_estimate`'s rules: 100% only once
+    the episode is done, no ETA before a steady speed, and past the plan's estimate "finishing" instead of an ETA."""
 
-    def __init__(self, plan: Plan, disabled: bool) -> None:
+    _COUNTING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+    _WARMING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+    _FINISHING = "{l_bar}{bar}| {n_fmt} [{elapsed}, finishing{postfix}]"
+
+    def __init__(self, plan: Plan, disabled: bool, file: TextIO | None = None) -> None:
+        self.estimated = plan.estimated_frames
+        self.started = time.monotonic()
         self.bar = tqdm(
-            total=plan.estimated_frames,
+            total=self.estimated,
             unit="frame",
             desc="generating",
             disable=disabled,
-            file=sys.stderr,
+            file=file or sys.stderr,
             dynamic_ncols=True,
+            bar_format=self._WARMING,
         )
 
     def __enter__(self):  # type: ignore[no-untyped-def]
         return self.report
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, error_type: type[BaseException] | None, *exc_info: object) -> None:
+        if error_type is None:  # done: whatever the estimate said, this is all of it
+            self.bar.total = self.bar.n
+            self.bar.bar_format = self._COUNTING
+            self.bar.refresh()
         self.bar.close()
 
     def report(self, progress: Progress) -> None:
-        if progress.frames_done > self.bar.total:
-            self.bar.total = progress.frames_done
+        frames = progress.frames_done
+        if past_estimate(frames, self.estimated):
+            self.bar.total = max(self.bar.total, math.ceil(frames / MAX_SHARE_UNTIL_DONE) + 1)
+            self.bar.bar_format = self._FINISHING
+        elif time.monotonic() - self.started < MIN_ETA_SECONDS or frames < MIN_ETA_FRAMES:
+            self.bar.bar_format = self._WARMING
+        else:
+            self.bar.bar_format = self._COUNTING
         self.bar.set_postfix_str(f"{progress.audio_seconds:.1f}s audio", refresh=False)
-        self.bar.update(progress.frames_done - self.bar.n)
+        self.bar.update(frames - self.bar.n)

@@ -49,15 +49,6 @@ class ProgressEvent(_Event):
         return round(self.frames_planned / FRAMES_PER_SECOND, 3)
 
 
-def eta_seconds(frames_planned: int, frames_done: int, frames_made: int, seconds: float) -> float | None:
-    """Wall-clock seconds until a job is done: the frames left of the plan at the speed of `frames_made` frames in
-    `seconds`; None before there is a speed. The one formula behind every ETA (the worker's events, the api's view).
-    """
-    if frames_made <= 0 or seconds <= 0:
-        return None
-    return round(max(0, frames_planned - frames_done) * seconds / frames_made, 1)
-
-
 class SegmentEvent(_Event):
     """A segment's audio is stored and can be listened to while the rest generates."""
 

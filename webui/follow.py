@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from api.schemas import JobStreamEvent, JobView, SegmentReady
 from core.job_events import ProgressEvent
 from core.models import FINAL_STATES
+from core.progress_estimate import past_estimate, shown_share
 from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
 
@@ -60,12 +61,14 @@ class ProgressFigures:
             eta_seconds=event.eta_seconds,
         )
 
+    def percent(self, *, done: bool) -> int:
+        """The share to show, as a whole percent: 100 only when `done` (`core.progress_estimate`)."""
+        return round(shown_share(self.frames_done, self.frames_planned, done=done) * 100)
+
     @property
-    def fraction(self) -> float:
-        """Share of the planned frames done, 0..1 (a reading longer than planned stays at 1)."""
-        if self.frames_planned <= 0:
-            return 0.0
-        return min(1.0, self.frames_done / self.frames_planned)
+    def past_estimate(self) -> bool:
+        """Generation ran past the plan's estimate: it is finishing, by an amount nobody knows."""
+        return past_estimate(self.frames_done, self.frames_planned)
 
 
 @dataclass(frozen=True)

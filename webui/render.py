@@ -202,15 +202,24 @@ def job_progress_html(snapshot: JobSnapshot) -> str:
 
 
 def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) -> str:
-    percent = 100 if state == "done" else round(progress.fraction * 100)
-    figures = [
-        f'<span class="vx-audio-done">{clock(progress.audio_seconds_done)} of about '
-        f"{clock(progress.audio_seconds_planned)} of audio</span>",
-        f"{percent}%",
-    ]
+    """The bar and its figures, by `core.progress_estimate`'s rules: 100% only when done, no ETA before a steady
+    speed, and past the plan's estimate the audio made so far and "finishing" instead of a share of a passed figure."""
+    done = state == "done"
+    percent = progress.percent(done=done)
+    finishing = state == "running" and progress.past_estimate
+    if finishing:
+        audio = (
+            f"{clock(progress.audio_seconds_done)} of audio so far (about {clock(progress.audio_seconds_planned)} "
+            "was estimated)"
+        )
+    else:
+        audio = f"{clock(progress.audio_seconds_done)} of about {clock(progress.audio_seconds_planned)} of audio"
+    figures = [f'<span class="vx-audio-done">{audio}</span>', f"{percent}%"]
     if progress.segments_total:
         figures.append(f"{max(segments_ready, progress.segments_done)} of {progress.segments_total} segments ready")
-    if state == "running" and progress.eta_seconds is not None:
+    if finishing:
+        figures.append('<span class="vx-eta">finishing</span>')
+    elif state == "running" and progress.eta_seconds is not None:
         figures.append(f'<span class="vx-eta">about {clock(progress.eta_seconds)} left</span>')
     return (
         f'<div class="vx-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="{percent}">'
@@ -281,7 +290,7 @@ def jobs_table_html(jobs: Sequence[JobView], *, admin: bool) -> str:
     rows = []
     for job in jobs:
         progress = ProgressFigures.of_job(job)
-        percent = 100 if job.state == "done" else round(progress.fraction * 100)
+        percent = progress.percent(done=job.state == "done")
         owner = f"<td>key {job.owner_id}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>" if admin else ""
         length = clock(job.audio_seconds) if job.audio_seconds else f"~{clock(progress.audio_seconds_planned)}"
         rows.append(

@@ -34,9 +34,10 @@ from assembly.episode import Episode, write_episode
 from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
 from core.db import Database
-from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent, eta_seconds
+from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent
 from core.job_scripts import read_script
 from core.models import JobState
+from core.progress_estimate import eta_seconds
 from core.settings import Settings
 from core.storage import (
     DataFolder,

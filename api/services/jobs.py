@@ -32,8 +32,8 @@ from api.services.job_limits import (
 from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
-from core.job_events import eta_seconds
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
+from core.progress_estimate import eta_seconds
 from core.storage import atomic_write, new_id, write_audio
 from core.storage_usage import expected_job_bytes, folder_bytes
 from pipeline.plan import Plan, plan_script
