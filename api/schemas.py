@@ -145,6 +145,11 @@ class JobOutputs(BaseModel):
     chapters: str
 
 
+class ScriptWarningView(BaseModel):
+    line: int
+    message: str
+
+
 class JobView(BaseModel):
     id: str
     state: JobState
@@ -160,6 +165,10 @@ class JobView(BaseModel):
     error: str | None
     audio_seconds: float | None
     revision: int = Field(description="0 as submitted; +1 per regenerated turn")
+    warnings: list[ScriptWarningView] = Field(
+        description="what in the submitted script is likely a typo (it was generated as written): an untagged line "
+        "joining the turn before it, a 'Note:' read as a speaker, a gap in speaker numbers"
+    )
     attempts: int = Field(description="times a worker took the job (more than 1 after a worker died or it was retried)")
     worker_deaths: int = Field(
         description="attempts that ended with their worker dead; at VOXCAST_MAX_WORKER_DEATHS the job fails"

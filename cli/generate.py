@@ -32,6 +32,7 @@ from pipeline.script import (
     find_speaker,
     parse_script,
     same_speaker_message,
+    script_warnings,
     unknown_speaker_message,
 )
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
@@ -153,9 +154,11 @@ def read_script(path: Path) -> Script:
     try:
         script = parse_script(text)
         check_speakable(script)
-        return script
     except ScriptError as error:
         raise InputError(f"{path} {error}") from error
+    for warning in script_warnings(text, script):  # generated as written; said so the user can fix a typo
+        print(f"warning: {path} line {warning.line}: {warning.message}", file=sys.stderr)
+    return script
 
 
 def _plan(script: Script, args: argparse.Namespace, settings: Settings) -> Plan:

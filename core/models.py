@@ -141,6 +141,8 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None, index=True)
     # When the retention policy removed its segments' audio and latents: it can no longer be regenerated.
     intermediates_removed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # What in the submitted script is likely a typo (`pipeline.script.script_warnings`): [{"line", "message"}].
+    warnings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     # Bytes of its folder: measured at submission (plus what it is expected to write) and when a run ends.
     storage_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 

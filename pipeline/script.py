@@ -153,6 +153,92 @@ def parse_script(text: str) -> Script:
     return _parse_lines(source)
 
 
+@dataclass(frozen=True)
+class ScriptWarning:
+    """Something the parser accepted that is often a typo; shown beside its line, it blocks nothing."""
+
+    line: int
+    message: str
+
+
+# One-word labels that open a note rather than a person's turn ("Note: check the figures").
+_NOT_A_PERSON = frozenset(
+    """
+    note notes nb ps warning caution update edit summary recap question answer example tip hint source sources
+    reference link title chapter section segment part topic intro outro disclaimer reminder todo fixme aside
+    """.split()
+)
+
+
+def script_warnings(text: str, script: Script) -> tuple[ScriptWarning, ...]:
+    """What in `text` (which parsed as `script`) is likely a mistake, in line order:
+
+    - a line without a tag in the middle of the script, which joins the turn before it (once per turn);
+    - a one-word label such as `Note:` read as a speaker who speaks once;
+    - numbered speakers with a gap (`Speaker 5` beside Speaker 1 and 2), which makes one more speaker.
+    """
+    source = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    found = [] if source.lstrip().startswith("{") else _joined_lines(source)
+    turns_by_speaker: dict[int, list[Turn]] = {}
+    for turn in script.turns:
+        turns_by_speaker.setdefault(turn.speaker, []).append(turn)
+    for index, speaker in enumerate(script.speakers):
+        spoken = turns_by_speaker.get(index, [])
+        if len(spoken) == 1 and speaker.name.casefold().rstrip(".") in _NOT_A_PERSON:
+            found.append(
+                ScriptWarning(
+                    spoken[0].line,
+                    f"'{speaker.name}:' is read as a speaker named {speaker.name}, who speaks only here; if it is part "
+                    "of the turn before, join it to that line or reword it so it does not start with 'Word:'",
+                )
+            )
+    found += _numbering_gaps(script, turns_by_speaker)
+    return tuple(sorted(found, key=lambda warning: warning.line))
+
+
+def _joined_lines(source: str) -> list[ScriptWarning]:
+    """The first untagged line of each turn that has one (a turn's text may run over lines; often it should not)."""
+    warnings = []
+    style: _Style | None = None
+    turn: tuple[int, str] | None = None  # the open turn's first line and speaker
+    warned = False
+    for number, raw in enumerate(source.split("\n"), start=1):
+        line = _clean(raw)
+        if not line:
+            continue
+        tag = _read_tag(line, number, style)
+        if tag is not None:
+            style, turn, warned = tag.style, (number, tag.speaker.name), False
+        elif turn is not None and not warned and _PAUSE_TAG.sub("", line).strip():
+            warnings.append(
+                ScriptWarning(
+                    number,
+                    f"this line has no speaker tag, so it continues {turn[1]}'s turn from line {turn[0]}; if someone "
+                    "else speaks here, start the line with their tag",
+                )
+            )
+            warned = True
+    return warnings
+
+
+def _numbering_gaps(script: Script, turns_by_speaker: dict[int, list[Turn]]) -> list[ScriptWarning]:
+    """A numbered speaker after a gap in the numbers (Speaker 1, Speaker 2, then Speaker 5)."""
+    numbered = sorted(
+        (int(speaker.key), index) for index, speaker in enumerate(script.speakers) if speaker.key.isdigit()
+    )
+    warnings = []
+    for (before, _), (number, index) in zip(numbered, numbered[1:], strict=False):
+        if number > before + 1 and index in turns_by_speaker:
+            others = _and_list([f"Speaker {n}" for n, i in numbered if i != index])
+            warnings.append(
+                ScriptWarning(
+                    turns_by_speaker[index][0].line,
+                    f"Speaker {number} is a speaker of its own beside {others}; if it is one of them, fix the number",
+                )
+            )
+    return warnings
+
+
 def check_speakable(script: Script) -> None:
     """Raise ScriptError at the first turn that gives its voice nothing to say aloud (see `nothing_to_say`).
 

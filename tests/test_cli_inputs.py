@@ -336,3 +336,17 @@ def test_python_dash_m_entry_point_reports_input_errors_like_the_console_script(
     result = run_command(command, base_env(tmp_path / "data"))
     assert result.returncode == EXIT_BAD_INPUT, result.stderr
     assert result.stderr.splitlines() == [f"error: {tmp_path / 'missing.txt'}: no such script file"]
+
+
+def test_a_script_with_a_likely_typo_is_read_with_a_warning_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    from cli.generate import read_script
+
+    script = tmp_path / "show.txt"
+    script.write_text("Speaker 1: Hi.\nSpeaker 2: Hello.\nSpeaker 5: Me too.\n", encoding="utf-8")
+    assert len(read_script(script).speakers) == 3  # generated as written
+    assert capsys.readouterr().err == (
+        f"warning: {script} line 3: Speaker 5 is a speaker of its own beside Speaker 1 and Speaker 2; if it is one of "
+        "them, fix the number\n"
+    )

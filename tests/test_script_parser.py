@@ -27,6 +27,7 @@ from pipeline.script import (
     nothing_to_say,
     parse_script,
     same_speaker_message,
+    script_warnings,
     unknown_speaker_message,
 )
 from pipeline.speech_text import has_words_to_say, normalize_for_speech
@@ -917,3 +918,42 @@ def test_every_successful_parse_is_well_formed(text: str) -> None:
     script = parse_or_none(text)
     if script is not None:
         assert_well_formed(script)
+
+
+# --- warnings: accepted, but likely typos ----------------------------------------------------------------
+
+
+def warnings_of(text: str) -> list[tuple[int, str]]:
+    return [(warning.line, warning.message) for warning in script_warnings(text, parse_script(text))]
+
+
+def test_an_untagged_line_joining_a_turn_is_pointed_out_once_per_turn() -> None:
+    text = "Alice: Hi there.\nBob: Hello.\nand this goes on\nstill Bob here\nAlice: Bye.\nmore of Alice\n"
+    assert [line for line, _ in warnings_of(text)] == [3, 6]
+    line, message = warnings_of(text)[0]
+    assert message.startswith("this line has no speaker tag, so it continues Bob's turn from line 2;")
+    assert parse_script(text).turns[1].text == "Hello. and this goes on still Bob here"  # accepted as before
+
+
+def test_a_note_read_as_a_speaker_is_pointed_out() -> None:
+    text = "Alice: Hi.\nBob: Hello.\nNote: check the figures before we publish.\nAlice: Fine.\nBob: Bye.\n"
+    ((line, message),) = warnings_of(text)
+    assert line == 3 and message.startswith("'Note:' is read as a speaker named Note, who speaks only here;")
+    assert [speaker.name for speaker in parse_script(text).speakers] == ["Alice", "Bob", "Note"]
+
+
+def test_a_gap_in_speaker_numbers_is_pointed_out() -> None:
+    text = "Speaker 1: Hi.\nSpeaker 2: Hello.\nSpeaker 5: Who am I?\nSpeaker 1: Bye.\n"
+    assert warnings_of(text) == [
+        (3, "Speaker 5 is a speaker of its own beside Speaker 1 and Speaker 2; if it is one of them, fix the number")
+    ]
+    assert warnings_of("Speaker 0: Hi.\nSpeaker 1: Hello.\n") == []  # numbered from 0 or from 1: both fine
+    json_gap = '{"turns": [{"speaker": 1, "text": "Hi"},\n{"speaker": 3, "text": "Yo"}]}'
+    assert [line for line, _ in warnings_of(json_gap)] == [2]
+
+
+def test_tidy_scripts_have_no_warnings() -> None:
+    assert warnings_of("Alice: Hi.\n[pause: 1s]\nBob: Hello.\n\nAlice: A name with a colon: fine.\n") == []
+    assert warnings_of("[Alice] Hi.\n[Bob] Hello.\n") == []
+    for path in sorted(EXAMPLES.glob("*.txt")):  # the real examples, when ../shared is there
+        assert warnings_of(path.read_text(encoding="utf-8")) == [], path.name

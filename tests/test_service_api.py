@@ -102,6 +102,27 @@ def test_multipart_with_a_script_file_and_voices_uploaded_inline(alice: httpx.Cl
     assert alice.get(f"/v1/jobs/{job['id']}/audio.wav").status_code == 404  # not a requested format
 
 
+def test_a_job_says_what_in_its_script_is_likely_a_typo(alice: httpx.Client, alice_voice: str) -> None:
+    script = "Alice: Hello there.\nBob: Hi.\nNote: this line was meant for the editor.\n"
+    response = alice.post(
+        "/v1/jobs",
+        json={
+            "script": script,
+            "voices": {"Alice": alice_voice, "Bob": alice_voice, "Note": alice_voice},
+            "settings": FAST,
+        },
+    )
+    assert response.status_code == 202, response.text
+    (warning,) = response.json()["warnings"]
+    assert warning["line"] == 3 and warning["message"].startswith("'Note:' is read as a speaker named Note")
+    job_id = response.json()["id"]
+    assert alice.get(f"/v1/jobs/{job_id}").json()["warnings"] == [warning]
+    assert alice.delete(f"/v1/jobs/{job_id}").status_code == 200
+    clean = submit(alice, SCRIPT, alice_voice).json()
+    assert clean["warnings"] == []
+    alice.delete(f"/v1/jobs/{clean['id']}")
+
+
 def test_bad_input_is_422_naming_the_line_and_field(alice: httpx.Client, alice_voice: str) -> None:
     bad_pause = submit(alice, "Alice: Hi.\nBob: Hello.\n[pause: 99s]\n", alice_voice)
     assert bad_pause.status_code == 422

@@ -148,3 +148,12 @@ def test_the_studio_alone_serves_its_page_and_sends_visitors_of_the_root_there()
         assert root.status_code == 307 and root.headers["location"] == "/studio/"
         page = client.get("/studio/")
         assert page.status_code == 200 and "voxcast studio" in page.text
+
+
+def test_script_warnings_show_beside_the_turn_holding_their_line() -> None:
+    preview = preview_script("Alice: Hi.\nBob: Hello.\nstill Bob\nAlice: Bye.\n")
+    shown = script_preview_html(preview)
+    assert "1 to check" in shown
+    turns = shown.split('<li class="vx-turn"')[1:]
+    assert 'data-line="3"' in turns[1] and "continues Bob&#x27;s turn from line 2" in turns[1]
+    assert "vx-warning" not in turns[0] and "vx-warning" not in turns[2]

@@ -30,6 +30,10 @@ STUDIO_CSS = """
 .vx-field-error { color: var(--error-text-color, #b91c1c); margin: .25em 0; font-size: var(--text-sm); }
 .vx-field-error::before { content: "\\26A0  "; }
 .vx-notice { color: var(--body-text-color-subdued); margin: .25em 0; font-size: var(--text-sm); }
+.vx-warning { color: #92400e; background: #fef3c7; border-radius: 4px; padding: .2em .5em; margin: .3em 0 0;
+  font-size: var(--text-sm); }
+.vx-warning::before { content: "\\26A0  "; }
+.vx-warning-count { color: #92400e; }
 .vx-speaker-head { display: flex; align-items: center; gap: .5em; font-size: var(--text-lg); }
 .vx-dot { width: .8em; height: .8em; border-radius: 50%; background: var(--vx-c); display: inline-block; }
 .vx-job-head { display: flex; flex-wrap: wrap; align-items: center; gap: .5em; margin: 0 0 .5em; }

@@ -6,6 +6,7 @@ Pure functions of the data they show, every text escaped, class names prefixed `
 
 from __future__ import annotations
 
+import bisect
 import html
 from collections.abc import Sequence
 from datetime import datetime
@@ -14,7 +15,7 @@ from typing import Any
 from api.schemas import JobView, QueueDepth, ScriptView, UsageView, VoiceView
 from core.storage_usage import megabytes
 from pipeline.plan import estimate_seconds
-from pipeline.script import Pause, Speaker, Turn
+from pipeline.script import Pause, ScriptWarning, Speaker, Turn
 from webui.follow import JobSnapshot, ProgressFigures
 from webui.script_preview import ScriptPreview
 
@@ -72,7 +73,11 @@ def script_preview_html(preview: ScriptPreview) -> str:
         f"turn{'s' if count != 1 else ''}</span>"
         for index, (speaker, count) in enumerate(zip(script.speakers, counts, strict=True))
     )
-    items = [_preview_item(item, script.speakers) for item in script.items[:_PREVIEW_TURNS]]
+    beside = _warnings_by_item(script.items, preview.warnings)
+    items = [
+        _preview_item(item, script.speakers, beside.get(position, ()))
+        for position, item in enumerate(script.items[:_PREVIEW_TURNS])
+    ]
     hidden = len(script.items) - _PREVIEW_TURNS
     if hidden > 0:
         items.append(f'<li class="vx-more">… and {hidden} more</li>')
@@ -80,20 +85,40 @@ def script_preview_html(preview: ScriptPreview) -> str:
         '<div class="vx-preview" data-state="ok">'
         f'<p class="vx-summary"><b>{len(turns)}</b> turn{"s" if len(turns) != 1 else ""} · '
         f"<b>{len(script.speakers)}</b> speaker{'s' if len(script.speakers) != 1 else ''} · "
-        f'about <b class="vx-duration">{clock(preview.estimated_seconds)}</b> of audio</p>'
+        f'about <b class="vx-duration">{clock(preview.estimated_seconds)}</b> of audio'
+        + (f' · <span class="vx-warning-count">{len(preview.warnings)} to check</span>' if preview.warnings else "")
+        + "</p>"
         f'<div class="vx-legend">{legend}</div>'
         f'<ol class="vx-turns">{"".join(items)}</ol></div>'
     )
 
 
-def _preview_item(item: Turn | Pause, speakers: Sequence[Speaker]) -> str:
+def _warnings_by_item(
+    items: Sequence[Turn | Pause], warnings: Sequence[ScriptWarning]
+) -> dict[int, tuple[ScriptWarning, ...]]:
+    """Each warning beside the item holding its line: the last item that starts at or before it."""
+    beside: dict[int, tuple[ScriptWarning, ...]] = {}
+    starts = [item.line for item in items]
+    for warning in warnings:
+        position = max(bisect.bisect_right(starts, warning.line) - 1, 0)
+        beside[position] = (*beside.get(position, ()), warning)
+    return beside
+
+
+def _preview_item(item: Turn | Pause, speakers: Sequence[Speaker], warnings: Sequence[ScriptWarning] = ()) -> str:
+    notes = "".join(
+        f'<p class="vx-warning" role="note" data-line="{warning.line}">Line {warning.line}: {_e(warning.message)}</p>'
+        for warning in warnings
+    )
     if isinstance(item, Pause):
-        return f'<li class="vx-pause">pause {item.seconds:g} s <span class="vx-meta">line {item.line}</span></li>'
+        return (
+            f'<li class="vx-pause">pause {item.seconds:g} s <span class="vx-meta">line {item.line}</span>{notes}</li>'
+        )
     return (
         f'<li class="vx-turn" style="--vx-c:{_colour(item.speaker)}" data-speaker="{item.speaker + 1}">'
         f'<span class="vx-who">{_e(speakers[item.speaker].name)}</span>'
         f'<span class="vx-meta">line {item.line} · ~{estimate_seconds(item.text):.0f} s</span>'
-        f"<p>{_e(item.text)}</p></li>"
+        f"<p>{_e(item.text)}</p>{notes}</li>"
     )
 
 

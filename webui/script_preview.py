@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pipeline.drafting.replies import script_to_text
 from pipeline.plan import plan_script
-from pipeline.script import Script, ScriptError, Speaker, parse_script
+from pipeline.script import Script, ScriptError, ScriptWarning, Speaker, parse_script, script_warnings
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class ScriptPreview:
     script: Script | None
     error: ScriptError | None
     estimated_seconds: float
+    warnings: tuple[ScriptWarning, ...] = ()  # what is likely a typo; the api returns the same with the job
 
     @property
     def is_empty(self) -> bool:
@@ -38,7 +39,7 @@ def preview_script(text: str) -> ScriptPreview:
         plan = plan_script(script, "whole")
     except ScriptError as error:
         return ScriptPreview(text, None, error, 0.0)
-    return ScriptPreview(text, script, None, plan.estimated_seconds)
+    return ScriptPreview(text, script, None, plan.estimated_seconds, script_warnings(text, script))
 
 
 class SpeakerNameError(ValueError):

@@ -22,7 +22,7 @@ from starlette.datastructures import UploadFile
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
-from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView
+from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView, ScriptWarningView
 from api.services.job_limits import (
     GenerationLimits,
     check_audio_minutes,
@@ -40,11 +40,13 @@ from pipeline.plan import Plan, plan_script
 from pipeline.script import (
     Script,
     ScriptError,
+    ScriptWarning,
     Speaker,
     check_speakable,
     find_speaker,
     parse_script,
     same_speaker_message,
+    script_warnings,
     unknown_speaker_message,
 )
 from tokenizer.rates import FRAMES_PER_SECOND
@@ -75,6 +77,7 @@ def submit_job(
     settings = services.settings
     check_script_length(submission.script, settings.max_script_chars)
     script = _parsed_script(submission.script)
+    warnings = script_warnings(submission.script, script)
     plan = _checked_plan(script, options, settings.max_segment_seconds)
     check_audio_minutes(plan, settings.max_job_audio_minutes, "script")
     # Uploads are decoded and levelled before the database is touched: that can take a second.
@@ -84,7 +87,7 @@ def submit_job(
     folder = services.data.job(job_id)
     queue = options.queue or queue_by_size(plan, settings.interactive_max_seconds)
     try:
-        view = _store_job(services, caller, submission, plan, queue, limits, uploads, upload_names, job_id)
+        view = _store_job(services, caller, submission, plan, queue, limits, uploads, upload_names, job_id, warnings)
     except BaseException:  # refused or failed: nothing of the job stays on disk
         shutil.rmtree(folder.root, ignore_errors=True)
         raise
@@ -108,6 +111,7 @@ def _store_job(
     uploads: Mapping[str, VoicePrompt],
     upload_names: Mapping[str, str],
     job_id: str,
+    warnings: Sequence[ScriptWarning],
 ) -> JobView:
     """The job's row and its folder of inputs, in one transaction; the view of the queued job."""
     options = submission.options
@@ -142,6 +146,7 @@ def _store_job(
             voices=sources,
             enqueued_at=utc_now(),
             storage_bytes=storage_bytes,
+            warnings=[{"line": warning.line, "message": warning.message} for warning in warnings],
         )
         session.add(job)
         session.flush()
@@ -376,6 +381,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         error=job.error,
         audio_seconds=job.audio_seconds,
         revision=job.revision,
+        warnings=[ScriptWarningView(**warning) for warning in job.warnings or ()],
         attempts=job.attempts,
         worker_deaths=job.worker_deaths,
         outputs=outputs,
