@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.audio_formats import AudioFormat
+from core.audio_formats import AUDIO_FORMATS, AudioFormat, BitrateFormat
 from core.job_events import AudioEvent, ProgressEvent, SegmentEvent
 from core.models import JobState
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState
@@ -36,6 +36,13 @@ class GenerationParams(_Body):
     seed: int = Field(0, ge=0, le=MAX_SEED)
 
 
+_BITRATE_CHOICES = "; ".join(
+    f"{name} {', '.join(map(str, spec.bitrates.choices))} (default {spec.bitrates.default})"
+    for name, spec in AUDIO_FORMATS.items()
+    if spec.bitrates is not None
+)
+
+
 class JobOptions(_Body):
     """Everything about a job but its script (the multipart form carries these as one JSON part)."""
 
@@ -45,6 +52,9 @@ class JobOptions(_Body):
     )
     mode: JobMode = "whole"
     formats: list[AudioFormat] = Field(default_factory=lambda: ["wav", "mp3"], min_length=1, max_length=5)
+    kbps: dict[BitrateFormat, int] = Field(
+        default_factory=dict, description=f"a lossy format's bitrate in kbit/s: {_BITRATE_CHOICES}"
+    )
     settings: GenerationParams = Field(default_factory=GenerationParams)
     queue: QueueKind | None = Field(
         None,
@@ -53,6 +63,17 @@ class JobOptions(_Body):
     )
     priority: int = Field(5, ge=0, le=9, description="0..9; higher runs sooner within its queue")
     title: str | None = Field(None, max_length=200, pattern=PRINTABLE_TEXT)
+
+    @field_validator("kbps")
+    @classmethod
+    def _offered_bitrates(cls, kbps: dict[str, int]) -> dict[str, int]:
+        for name, rate in kbps.items():
+            bitrates = AUDIO_FORMATS[name].bitrates
+            assert bitrates is not None
+            if rate not in bitrates.choices:
+                allowed = ", ".join(str(choice) for choice in bitrates.choices)
+                raise ValueError(f"{name} is written at {allowed} kbit/s, not {rate}")
+        return kbps
 
 
 class JobCreate(JobOptions):
@@ -158,6 +179,7 @@ class JobView(BaseModel):
     priority: int
     title: str | None
     formats: list[str]
+    kbps: dict[str, int] = Field(description="the bitrate, in kbit/s, each lossy format of the job is written at")
     settings: GenerationParams
     position: int | None = Field(description="1 for the next job to start in its queue; null unless queued")
     progress: JobProgress

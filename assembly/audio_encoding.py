@@ -56,13 +56,23 @@ class EncodeRequest:
     target: str  # the file `file` stands in for (for messages)
     samples: int
     block_samples: int
+    compression_level: float | None = None  # a lossy format's bitrate, as libsndfile takes it
+    bitrate_mode: str | None = None
 
 
-def encode_blocks(
-    source: BinaryIO, samples: int, handle: BinaryIO, fmt: str, subtype: str | None, block_samples: int
-) -> None:
-    """Encode `samples` raw float32 mono samples read from `source` into `handle`, `block_samples` at a time."""
-    with sf.SoundFile(handle, "w", SAMPLE_RATE, 1, subtype=subtype, format=fmt) as audio_file:
+def encode_blocks(source: BinaryIO, handle: BinaryIO, request: EncodeRequest) -> None:
+    """Encode the request's raw float32 mono samples read from `source` into `handle`, a block at a time."""
+    samples, block_samples = request.samples, request.block_samples
+    with sf.SoundFile(
+        handle,
+        "w",
+        SAMPLE_RATE,
+        1,
+        subtype=request.subtype,
+        format=request.format,
+        compression_level=request.compression_level,
+        bitrate_mode=request.bitrate_mode,
+    ) as audio_file:
         left = samples
         while left > 0:
             count = min(block_samples, left)
@@ -148,15 +158,20 @@ def encode_in_child(
     *,
     target: Path,
     block_samples: int = ENCODE_BLOCK_SAMPLES,
+    compression_level: float | None = None,
+    bitrate_mode: str | None = None,
 ) -> None:
-    """Create `file` holding `samples` (float32 mono at 24 kHz) encoded as `fmt`/`subtype`, in an encoder process.
+    """Create `file` holding `samples` (float32 mono at 24 kHz) encoded as `fmt`/`subtype` (at `compression_level`
+    and `bitrate_mode`, libsndfile's bitrate setting, when given), in an encoder process.
 
     `target` is the file `file` stands in for (errors name it). Raises `EncoderCrashed` when the encoder
     dies, `NoSpaceLeft` on a full disk, `EncodingError` otherwise; `file` may then be left partly written
     for the caller to remove.
     """
     pcm = np.ascontiguousarray(samples, dtype="<f4")
-    request = EncodeRequest(str(file), fmt, subtype, str(target), len(pcm), block_samples)
+    request = EncodeRequest(
+        str(file), fmt, subtype, str(target), len(pcm), block_samples, compression_level, bitrate_mode
+    )
     encoder = _encoders.take()
     try:
         encoder.encode(request, pcm)
@@ -190,9 +205,7 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
         try:
             write_durably(
                 Path(request.file),
-                lambda handle, request=request, samples=samples: encode_blocks(
-                    samples, request.samples, handle, request.format, request.subtype, request.block_samples
-                ),
+                lambda handle, request=request, samples=samples: encode_blocks(samples, handle, request),
                 target=Path(request.target),
                 exclusive=True,
             )

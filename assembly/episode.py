@@ -11,7 +11,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,9 +144,15 @@ def _text_stager(text: str, target: Path) -> Stager:
     return lambda temp: write_durably(temp, lambda handle: handle.write(encoded), target=target, exclusive=True)
 
 
-def _audio_stager(samples: np.ndarray, target: Path) -> Stager:
-    fmt, subtype = audio_format_for(target)
-    return lambda temp: encode_in_child(samples, temp, fmt, subtype, target=target)
+def _audio_stager(samples: np.ndarray, target: Path, kbps: Mapping[str, int]) -> Stager:
+    spec = AUDIO_FORMATS[target.suffix.lower().removeprefix(".")]
+    level = mode = None
+    if spec.bitrates is not None:
+        level = spec.bitrates.compression_level(kbps.get(spec.name, spec.bitrates.default))
+        mode = spec.bitrates.mode
+    return lambda temp: encode_in_child(
+        samples, temp, spec.container, spec.subtype, target=target, compression_level=level, bitrate_mode=mode
+    )
 
 
 def _collect(encoding: list[tuple[Path, Future[Path]]], staged: list[tuple[Path, Path]]) -> BaseException | None:
@@ -161,12 +167,16 @@ def _collect(encoding: list[tuple[Path, Future[Path]]], staged: list[tuple[Path,
     return failure
 
 
-def write_episode(episode: Episode, audio_path: Path, *more_audio: Path) -> EpisodeFiles:
+def write_episode(
+    episode: Episode, audio_path: Path, *more_audio: Path, kbps: Mapping[str, int] | None = None
+) -> EpisodeFiles:
     """Write the audio (in each format asked) and its .srt, .vtt and .chapters.json beside it, atomically as a set.
 
     `more_audio` are the same episode in other formats, in the same folder under the same name (the side
-    files are shared). Everything is validated and rendered before the first byte hits disk; each file is
-    written to a temporary sibling and only then moved into place. The formats are encoded side by side,
+    files are shared). `kbps` picks a lossy format's bitrate by its name (`{"mp3": 96}`), one of
+    `AudioFormatSpec.bitrates.choices`; a format not named gets its default. Everything is validated and rendered
+    before the first byte hits disk; each file is written to a temporary sibling and only then moved into place.
+    The formats are encoded side by side,
     each in a process of its own (`assembly.audio_encoding`), so an encoder that crashes fails this call
     with `EncoderCrashed` and nothing else. On any error the temporaries are removed and files from an
     earlier run stay as they were.
@@ -198,7 +208,9 @@ def write_episode(episode: Episode, audio_path: Path, *more_audio: Path) -> Epis
     staged: list[tuple[Path, Path]] = []
     try:
         with ThreadPoolExecutor(max_workers=min(len(audio_paths), os.cpu_count() or 1)) as encoders:
-            encoding = [(path, encoders.submit(_stage, path, _audio_stager(samples, path))) for path in audio_paths]
+            encoding = [
+                (path, encoders.submit(_stage, path, _audio_stager(samples, path, kbps or {}))) for path in audio_paths
+            ]
             try:
                 for target, stage in texts:
                     staged.append((_stage(target, stage), target))

@@ -81,6 +81,28 @@ def test_each_extension_round_trips_at_24k_mono(tmp_path: Path, ext: str) -> Non
         assert abs(len(data) / SAMPLE_RATE - episode.seconds) < 0.05
 
 
+def kbit_per_second(path: Path, seconds: float) -> float:
+    return path.stat().st_size * 8 / seconds / 1000
+
+
+@pytest.mark.parametrize(
+    ("name", "kbps", "expected"),
+    [("mp3", None, 128), ("mp3", 64, 64), ("mp3", 160, 160), ("opus", None, 64), ("opus", 48, 48), ("opus", 128, 128)],
+)
+def test_lossy_formats_are_written_at_the_bitrate_asked_or_their_publishing_default(
+    tmp_path: Path, name: str, kbps: int | None, expected: int
+) -> None:
+    seconds = 20.0
+    rng = np.random.default_rng(3)  # noise: every encoder spends its whole budget on it
+    audio = (rng.standard_normal(round(seconds * SAMPLE_RATE)) * 0.1).astype(np.float32)
+    episode = Episode(audio=audio, turns=(), chapters=())
+    files = write_episode(episode, tmp_path / f"ep.{name}", kbps={} if kbps is None else {name: kbps})
+    assert kbit_per_second(files.audio, seconds) == pytest.approx(expected, rel=0.1)
+    spec = AUDIO_FORMATS[name]
+    assert spec.bitrates is not None and expected in spec.bitrates.choices
+    assert spec.bytes_per_second >= max(spec.bitrates.choices) * 1000 / 8  # the storage estimate's bound holds
+
+
 def test_uppercase_extension_is_accepted(tmp_path: Path) -> None:
     files = write_episode(make_episode(), tmp_path / "Show.WAV")
     assert sf.info(str(files.audio)).format == "WAV"

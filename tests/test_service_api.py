@@ -40,9 +40,10 @@ def submit(client: httpx.Client, script: str, voice: str, **options: object) -> 
 
 
 def test_submit_follow_progress_and_download_every_format(alice: httpx.Client, alice_voice: str) -> None:
-    response = submit(alice, SCRIPT, alice_voice, formats=ALL_FORMATS, mode="turns", title="pilot")
+    response = submit(alice, SCRIPT, alice_voice, formats=ALL_FORMATS, mode="turns", title="pilot", kbps={"mp3": 64})
     assert response.status_code == 202, response.text
     job = response.json()
+    assert job["kbps"] == {"mp3": 64, "opus": 64}  # as asked, and the format's default
     assert response.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["state"] == "queued" and job["position"] >= 1 and job["title"] == "pilot"
 
@@ -65,6 +66,8 @@ def test_submit_follow_progress_and_download_every_format(alice: httpx.Client, a
         samples, rate = sf.read(io.BytesIO(download.content))
         assert rate == 24_000
         assert len(samples) / rate == pytest.approx(final["audio_seconds"], abs=0.15), audio_format
+        if audio_format == "mp3":  # constant bitrate: its size says it
+            assert len(download.content) * 8 / final["audio_seconds"] == pytest.approx(64_000, rel=0.1)
 
     srt = alice.get(final["outputs"]["srt"]).text
     vtt = alice.get(final["outputs"]["vtt"]).text
@@ -121,6 +124,14 @@ def test_a_job_says_what_in_its_script_is_likely_a_typo(alice: httpx.Client, ali
     clean = submit(alice, SCRIPT, alice_voice).json()
     assert clean["warnings"] == []
     alice.delete(f"/v1/jobs/{clean['id']}")
+
+
+def test_a_bitrate_not_offered_is_422_naming_it(alice: httpx.Client, alice_voice: str) -> None:
+    refused = submit(alice, SCRIPT, alice_voice, formats=["mp3"], kbps={"mp3": 100})
+    assert refused.status_code == 422, refused.text
+    (problem,) = refused.json()["detail"]
+    assert problem["field"] == "kbps" and "mp3 is written at 48, 64, 96, 128, 160 kbit/s, not 100" in problem["msg"]
+    assert submit(alice, SCRIPT, alice_voice, kbps={"wav": 128}).status_code == 422  # lossless: no bitrate
 
 
 def test_bad_input_is_422_naming_the_line_and_field(alice: httpx.Client, alice_voice: str) -> None:

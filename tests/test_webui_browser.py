@@ -365,6 +365,7 @@ def test_write_cast_generate_listen_and_download(
     page.locator("#title textarea").fill("Pilot")
     page.get_by_label("Turn by turn: exact timings").check()
     page.get_by_label("opus", exact=True).check()
+    pick(page, "#opus-kbps", "96 kbit/s")
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
     page.evaluate(RECORD_PROGRESS_JS)
@@ -395,6 +396,7 @@ def test_write_cast_generate_listen_and_download(
     job = stack.client(key).get("/v1/jobs").json()["jobs"][0]
     assert job["title"] == "Pilot" and job["state"] == "done" and job["mode"] == "turns"
     assert job["settings"]["diffusion_steps"] == 2
+    assert job["kbps"] == {"mp3": 128, "opus": 96}  # the publishing default, and the bitrate picked
     links = page.locator("#downloads a.download-link")
     names = [link.get_attribute("download") for link in links.all()]
     stem = f"Pilot-{job['id'][:8]}"

@@ -237,7 +237,7 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops) -> float:
     for group in groups:
         stored |= _generate(services, job, folder, plan, group, voices, watcher, engine_fault=fault)
     audio, turns = lay_out_episode(plan, stored)
-    _write_outputs(folder, job.formats, audio, turns)
+    _write_outputs(folder, job, audio, turns)
     return len(audio) / SAMPLE_RATE
 
 
@@ -356,12 +356,10 @@ def _store(
     return PlacedSegment(audio=stored_audio, turns=generated.turns)
 
 
-def _write_outputs(
-    folder: JobFolder, formats: tuple[str, ...], audio: np.ndarray, turns: tuple[TimedTurn, ...]
-) -> None:
-    """Every requested audio format, each with its transcript and chapters, written atomically."""
+def _write_outputs(folder: JobFolder, job: ClaimedJob, audio: np.ndarray, turns: tuple[TimedTurn, ...]) -> None:
+    """Every requested audio format (at the job's bitrates), each with its transcript and chapters, atomically."""
     episode = Episode(audio=normalize_loudness(audio), turns=turns, chapters=chapters_from_turns(turns))
-    write_episode(episode, *(folder.output(f"episode.{audio_format}") for audio_format in formats))
+    write_episode(episode, *(folder.output(f"episode.{name}") for name in job.formats), kbps=job.kbps)
 
 
 @dataclass

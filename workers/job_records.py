@@ -31,6 +31,7 @@ class ClaimedJob:
     seed: int
     max_segment_seconds: float
     formats: tuple[str, ...]
+    kbps: dict[str, int]  # lossy formats' bitrates as the job asked (the others: their defaults)
     speakers: tuple[int, ...]  # speaker indices that have a voice in the job's inputs
     revision: int  # which revision's script to generate (0: as submitted)
     worker_deaths: int  # earlier attempts that ended with their worker dead (a suspect runs alone)
@@ -112,6 +113,7 @@ def claim_job(
             seed=int(generation["seed"]),
             max_segment_seconds=float(generation["max_segment_seconds"]),
             formats=tuple(job.formats),
+            kbps=dict(generation.get("kbps") or {}),
             speakers=tuple(int(speaker) for speaker in job.voices),
             revision=job.revision,
             worker_deaths=job.worker_deaths,

@@ -32,6 +32,7 @@ from api.services.job_limits import (
 from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
+from core.audio_formats import AUDIO_FORMATS
 from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.progress_estimate import eta_seconds
 from core.storage import atomic_write, new_id, write_audio
@@ -141,7 +142,11 @@ def _store_job(
             queue=queue,
             priority=options.priority,
             title=options.title,
-            generation={**options.settings.model_dump(), "max_segment_seconds": services.settings.max_segment_seconds},
+            generation={
+                **options.settings.model_dump(),
+                "max_segment_seconds": services.settings.max_segment_seconds,
+                "kbps": dict(options.kbps),
+            },
             formats=formats,
             voices=sources,
             enqueued_at=utc_now(),
@@ -372,6 +377,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         priority=job.priority,
         title=job.title,
         formats=list(job.formats),
+        kbps=_bitrates(job),
         settings=GenerationParams.model_validate(
             {key: job.generation[key] for key in ("cfg_scale", "diffusion_steps", "seed")}
         ),
@@ -412,6 +418,16 @@ def _position(session: Session, job: Job) -> int | None:
         )
     )
     return 1 + (ahead or 0)
+
+
+def _bitrates(job: Job) -> dict[str, int]:
+    """The bitrate each lossy format of the job is written at: as asked, else the format's default."""
+    asked = job.generation.get("kbps") or {}
+    return {
+        name: asked.get(name, bitrates.default)
+        for name in job.formats
+        if (bitrates := AUDIO_FORMATS[name].bitrates) is not None
+    }
 
 
 def _progress(job: Job, now: datetime) -> JobProgress:

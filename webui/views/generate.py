@@ -26,7 +26,9 @@ from webui.script_preview import SpeakerNameError, preview_script, script_text_t
 from webui.views.screens import Screens, follow_updates
 
 _DEFAULTS = GenerationParams()
-_OPTION_FIELDS = ("settings", "formats", "mode", "title", "queue", "priority")
+_OPTION_FIELDS = ("settings", "formats", "kbps", "mode", "title", "queue", "priority")
+# The lossy formats whose bitrate a job may choose, with the kbit/s offered and the default.
+_BITRATES = {name: spec.bitrates for name, spec in AUDIO_FORMATS.items() if spec.bitrates is not None}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class GenerateView:
     title: gr.Textbox
     mode: gr.Radio
     formats: gr.CheckboxGroup
+    kbps: dict[str, gr.Dropdown]  # format name -> its bitrate
     cfg_scale: gr.Slider
     diffusion_steps: gr.Slider
     seed: gr.Number
@@ -59,6 +62,16 @@ def build_generate() -> GenerateView:
             formats = gr.CheckboxGroup(
                 list(AUDIO_FORMATS), value=["wav", "mp3"], label="Audio formats", elem_id="formats"
             )
+            with gr.Row():
+                kbps = {
+                    name: gr.Dropdown(
+                        [(f"{rate} kbit/s", rate) for rate in bitrates.choices],
+                        value=bitrates.default,
+                        label=f"{name} bitrate",
+                        elem_id=f"{name}-kbps",
+                    )
+                    for name, bitrates in _BITRATES.items()
+                }
         with gr.Column(scale=1, min_width=300):
             cfg_scale = gr.Slider(
                 1.0, 3.0, value=_DEFAULTS.cfg_scale, step=0.05, label="CFG scale",
@@ -80,7 +93,7 @@ def build_generate() -> GenerateView:
     progress = gr.HTML(elem_id="job-progress")
     segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
     return GenerateView(
-        title, mode, formats, cfg_scale, diffusion_steps, seed, settings_problem, submit, cancel, problem,
+        title, mode, formats, kbps, cfg_scale, diffusion_steps, seed, settings_problem, submit, cancel, problem,
         progress, segments, gr.State(None),
     )  # fmt: skip
 
@@ -89,7 +102,8 @@ def wire_generate(screens: Screens, context: StudioContext) -> None:
     view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
     rows = cast.rows
     inputs = {
-        screens.key, write.script, view.title, view.mode, view.formats, view.cfg_scale, view.diffusion_steps, view.seed,
+        screens.key, write.script, view.title, view.mode, view.formats, *view.kbps.values(), view.cfg_scale,
+        view.diffusion_steps, view.seed,
         *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows),
     }  # fmt: skip
     outputs = [
@@ -162,6 +176,7 @@ def _submission(
             voices=voices,
             mode=values[view.mode],
             formats=values[view.formats],
+            kbps={name: int(values[dropdown]) for name, dropdown in view.kbps.items()},
             settings=GenerationParams(
                 cfg_scale=values[view.cfg_scale],
                 diffusion_steps=int(values[view.diffusion_steps]),
