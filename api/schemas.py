@@ -207,6 +207,7 @@ class JobView(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     owner_id: int
+    owner_name: str = Field(description="the name of the API key that submitted it")
 
 
 class JobList(BaseModel):

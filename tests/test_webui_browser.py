@@ -181,6 +181,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     pick(bob_page, "#history-job", "Bob's long episode")
     bob_page.locator("#history-open").click()
     expect(bob_page.locator(f'#job-progress .vx-job[data-job="{job_id}"]')).to_be_visible()
+    expect(bob_page.locator("#cancel-job")).to_be_visible()  # a job in flight can be cancelled
     if stack.workers:  # with a worker the job may already run; without one it waits, first in line
         expect(bob_page.locator("#job-progress .vx-job")).to_have_attribute("data-state", re.compile("queued|running"))
     else:
@@ -195,7 +196,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     admin.get_by_role("tab", name="Admin").click()
     row = admin.locator(f'#admin-table tr[data-job="{job_id}"]')
     expect(row).to_contain_text("Bob's long episode")
-    expect(row).to_contain_text(f"key {response.json()['owner_id']}")
+    expect(row.locator("td").nth(4)).to_have_text("bob")  # the key's name, not its number
     expect(admin.locator('#admin-queues tr[data-queue="interactive"]')).to_be_visible()
     usage = bob.get("/v1/usage").json()
     storage = admin.locator(f'#admin-storage tr[data-key="{usage["key_id"]}"]')
@@ -210,7 +211,10 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     screenshot(admin, "admin")
 
     admin.locator("#admin-cancel").click()
-    expect(admin.locator("#admin-problem")).to_contain_text(f"Job {job_id[:8]} is")
+    expect(admin.locator("#admin-problem")).to_contain_text(
+        re.compile(rf"Cancelling .*{job_id[:8]}.*: it stops within a step|{job_id[:8]}\) is cancelled")
+    )
+    expect(admin.locator("#admin-problem")).not_to_contain_text("is running")
     deadline = time.monotonic() + 30
     while bob.get(f"/v1/jobs/{job_id}").json()["state"] != "cancelled":
         assert time.monotonic() < deadline, "the admin's cancel did not stop the job"
@@ -218,6 +222,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     admin.locator("#admin-refresh").click()
     expect(row).to_have_attribute("data-state", "cancelled")
     expect(bob_page.locator("#job-progress .vx-job")).to_have_attribute("data-state", "cancelled")
+    expect(bob_page.locator("#cancel-job")).to_be_hidden()
 
     pick(admin, "#admin-job", "Bob's long episode")
     admin.locator("#admin-retry").click()
@@ -368,6 +373,7 @@ def test_write_cast_generate_listen_and_download(
     pick(page, "#opus-kbps", "96 kbit/s")
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
+    expect(page.locator("#cancel-job")).to_be_hidden()  # nothing to cancel before a job exists
     page.evaluate(RECORD_PROGRESS_JS)
     page.locator("#generate").click()
     expect(page.locator("#job-progress .vx-job")).to_be_visible()
@@ -377,6 +383,10 @@ def test_write_cast_generate_listen_and_download(
     cues = page.locator("#episode .vx-cue")
     expect(cues).to_have_count(3, timeout=SLOW)
     expect(page.get_by_role("tab", name="4 · Listen")).to_have_attribute("aria-selected", "true")
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.locator("#job-progress .vx-job")).to_have_attribute("data-state", "done")
+    expect(page.locator("#cancel-job")).to_be_hidden()  # nor once it is done
+    page.get_by_role("tab", name="4 · Listen").click()
     progress_log = page.evaluate("window.vxProgressLog")
     running = [text for state, text in progress_log if state == "running"]
     assert any("of about" in text or "of audio so far" in text for text in running), progress_log

@@ -17,7 +17,7 @@ from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem
 from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
-from webui.render import clock, episode_html, script_error_html, script_preview_html
+from webui.render import cancel_notice, clock, episode_html, script_error_html, script_preview_html
 from webui.script_preview import SpeakerNameError, preview_script, renamed_script, script_text_to_send
 
 
@@ -157,3 +157,11 @@ def test_script_warnings_show_beside_the_turn_holding_their_line() -> None:
     turns = shown.split('<li class="vx-turn"')[1:]
     assert 'data-line="3"' in turns[1] and "continues Bob&#x27;s turn from line 2" in turns[1]
     assert "vx-warning" not in turns[0] and "vx-warning" not in turns[2]
+
+
+def test_a_cancel_says_what_it_did_not_a_state_that_reads_as_a_failure() -> None:
+    base = {"id": "0123456789abcdef0123456789abcdef", "title": "Pilot", "cancel_requested": True}
+    assert cancel_notice(JobView.model_construct(**base, state="running")) == (
+        "Cancelling “Pilot” (01234567): it stops within a step."
+    )
+    assert cancel_notice(JobView.model_construct(**base, state="cancelled")) == "“Pilot” (01234567) is cancelled."

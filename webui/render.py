@@ -252,6 +252,17 @@ def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) ->
     )
 
 
+def cancel_notice(job: JobView) -> str:
+    """What a cancel did: a queued job is cancelled at once; a running one stops within a step (the api's answer still
+    says running, which read alone looks like the cancel failed)."""
+    name = f"“{job.title or 'Untitled'}” ({job.id[:8]})"
+    if job.state == "cancelled":
+        return f"{name} is cancelled."
+    if job.cancel_requested and job.state == "running":
+        return f"Cancelling {name}: it stops within a step."
+    return f"{name} is {job.state}."
+
+
 def state_badge(state: str) -> str:
     return f'<span class="vx-state vx-state-{_e(state)}">{_e(_STATE_LABELS.get(state, state))}</span>'
 
@@ -316,7 +327,7 @@ def jobs_table_html(jobs: Sequence[JobView], *, admin: bool) -> str:
     for job in jobs:
         progress = ProgressFigures.of_job(job)
         percent = progress.percent(done=job.state == "done")
-        owner = f"<td>key {job.owner_id}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>" if admin else ""
+        owner = f"<td>{_e(job.owner_name)}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>" if admin else ""
         length = clock(job.audio_seconds) if job.audio_seconds else f"~{clock(progress.audio_seconds_planned)}"
         rows.append(
             f'<tr data-job="{_e(job.id)}" data-state="{_e(job.state)}"><td>{_e(job.title or "Untitled")}</td>'
@@ -331,7 +342,7 @@ def jobs_table_html(jobs: Sequence[JobView], *, admin: bool) -> str:
 
 
 def job_choice_label(job: JobView, *, admin: bool = False) -> str:
-    owner = f" · key {job.owner_id}" if admin else ""
+    owner = f" · {job.owner_name}" if admin else ""
     return f"{job.title or 'Untitled'} · {_STATE_LABELS.get(job.state, job.state)}{owner} · {job.id[:8]}"
 
 

@@ -33,7 +33,7 @@ from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
 from core.audio_formats import AUDIO_FORMATS
-from core.models import Job, JobSegment, JobState, SegmentState, Voice, utc_now
+from core.models import ApiKey, Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.progress_estimate import eta_seconds
 from core.storage import atomic_write, new_id, write_audio
 from core.storage_usage import expected_job_bytes, folder_bytes
@@ -397,6 +397,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         started_at=job.started_at,
         finished_at=job.finished_at,
         owner_id=job.owner_id,
+        owner_name=_key_name(session, job.owner_id),
     )
 
 
@@ -418,6 +419,12 @@ def _position(session: Session, job: Job) -> int | None:
         )
     )
     return 1 + (ahead or 0)
+
+
+def _key_name(session: Session, key_id: int) -> str:
+    """The name of the key that owns a job (looked up once per key and session: an admin's list names a few)."""
+    key = session.get(ApiKey, key_id)
+    return key.name if key is not None else f"key {key_id}"
 
 
 def _bitrates(job: Job) -> dict[str, int]:

@@ -13,7 +13,7 @@ import gradio as gr
 from api.schemas import JobView
 from webui.api_client import StudioApi, StudioApiError
 from webui.context import StudioContext
-from webui.render import field_error, job_choice_label, jobs_table_html, notice, queues_html, usage_html
+from webui.render import cancel_notice, field_error, job_choice_label, jobs_table_html, notice, queues_html, usage_html
 
 STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
                  ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
@@ -82,7 +82,7 @@ def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None
         trigger(refresh, inputs=[key, view.state], outputs=view.listing)
 
     def action(
-        run: Callable[[StudioApi, str, int], Awaitable[JobView]], done: str
+        run: Callable[[StudioApi, str, int], Awaitable[JobView]], done: Callable[[JobView], str]
     ) -> Callable[[str, str, str | None, float], Awaitable[dict[Any, Any]]]:
         async def act(api_key: str, state: str, job_id: str | None, priority: float) -> dict[Any, Any]:
             if not job_id:
@@ -92,16 +92,16 @@ def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None
                 job = await run(api, job_id, int(priority))
             except StudioApiError as error:
                 return {view.problem: field_error(error.message)}
-            return await admin_listing(view, api, state) | {view.problem: notice(done.format(job=job))}
+            return await admin_listing(view, api, state) | {view.problem: notice(done(job))}
 
         return act
 
     inputs = [key, view.state, view.job, view.priority]
-    cancel = action(lambda api, job_id, _: api.admin_cancel(job_id), "Job {job.id:.8} is {job.state}.")
-    retry = action(lambda api, job_id, _: api.admin_retry(job_id), "Job {job.id:.8} is queued again.")
+    cancel = action(lambda api, job_id, _: api.admin_cancel(job_id), cancel_notice)
+    retry = action(lambda api, job_id, _: api.admin_retry(job_id), lambda job: f"Job {job.id:.8} is queued again.")
     prioritise = action(
         lambda api, job_id, priority: api.admin_set_priority(job_id, priority),
-        "Job {job.id:.8} now has priority {job.priority}.",
+        lambda job: f"Job {job.id:.8} now has priority {job.priority}.",
     )
     view.cancel.click(cancel, inputs=inputs, outputs=view.listing)
     view.retry.click(retry, inputs=inputs, outputs=view.listing)

@@ -88,7 +88,7 @@ def build_generate() -> GenerateView:
     settings_problem = gr.HTML(elem_id="settings-problem")
     with gr.Row():
         submit = gr.Button("Generate", variant="primary", elem_id="generate")
-        cancel = gr.Button("Cancel this job", variant="stop", elem_id="cancel-job")
+        cancel = gr.Button("Cancel this job", variant="stop", visible=False, elem_id="cancel-job")
     problem = gr.HTML(elem_id="generate-problem")
     progress = gr.HTML(elem_id="job-progress")
     segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
@@ -108,8 +108,8 @@ def wire_generate(screens: Screens, context: StudioContext) -> None:
     }  # fmt: skip
     outputs = [
         screens.tabs, write.problem, cast.problem, *(row.problem for row in rows), view.settings_problem, view.problem,
-        view.progress, view.segments, view.job, finish.episode, finish.downloads, finish.problem, finish.status,
-        finish.turn, finish.job,
+        view.progress, view.segments, view.job, view.cancel, finish.episode, finish.downloads, finish.problem,
+        finish.status, finish.turn, finish.job,
     ]  # fmt: skip
 
     async def submit(values: dict[Any, Any]) -> AsyncIterator[dict[Any, Any]]:

@@ -11,7 +11,7 @@ import gradio as gr
 from api.schemas import JobView
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
-from webui.render import field_error, job_choice_label, jobs_table_html, notice
+from webui.render import cancel_notice, field_error, job_choice_label, jobs_table_html, notice
 from webui.views.screens import Screens, follow_updates, show_episode
 
 
@@ -79,8 +79,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             jobs = await api.jobs()
         except StudioApiError as error:
             return {view.problem: field_error(error.message)}
-        message = "Cancelled." if job.state == "cancelled" else "Cancelling: the job stops within a step."
-        return history_updates(view, jobs) | {view.problem: notice(message)}
+        return history_updates(view, jobs) | {view.problem: notice(cancel_notice(job))}
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[view.table, view.job, view.problem])
 
@@ -123,8 +122,8 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
 
     generate, finish = screens.generate, screens.finish
     open_outputs = [
-        screens.tabs, view.problem, generate.progress, generate.segments, generate.job, generate.problem,
-        finish.episode, finish.downloads, finish.problem, finish.status, finish.turn, finish.job,
+        screens.tabs, view.problem, generate.progress, generate.segments, generate.job, generate.cancel,
+        generate.problem, finish.episode, finish.downloads, finish.problem, finish.status, finish.turn, finish.job,
     ]  # fmt: skip
 
     async def open_job(key: str, job_id: str | None) -> AsyncIterator[dict[Any, Any]]:

@@ -86,6 +86,7 @@ async def follow_updates(
                     generate.progress: job_progress_html(snapshot),
                     generate.segments: segments_html(snapshot.segments),
                     generate.job: job_id,
+                    generate.cancel: gr.Button(visible=not snapshot.is_final),  # only while there is one to cancel
                 }
             if snapshot.job.state == "done":
                 shown = await show_episode(screens, context, key, snapshot.job, regenerating_turn)
