@@ -149,6 +149,7 @@ def test_a_script_error_shows_at_its_line_and_examples_load(stack: ServiceStack,
     expect(page.locator("#script-preview .vx-turn").nth(1)).to_have_attribute("data-speaker", "2")
 
     if page.locator("#example-script").is_visible():
+        expect(page.locator("#example-script")).to_contain_text(re.compile(r"\d+ bundled: pick one, then Load example"))
         pick(page, "#example-script", "2p_short.txt")
         page.locator("#load-example").click()
         expect(page.locator("#script textarea")).to_have_value(
@@ -371,6 +372,9 @@ def test_write_cast_generate_listen_and_download(
     page.get_by_label("Turn by turn: exact timings").check()
     page.get_by_label("opus", exact=True).check()
     pick(page, "#opus-kbps", "96 kbit/s")
+    page.get_by_label("Batch", exact=True).check()
+    page.locator("#priority input[type=number]").fill("7")
+    page.locator("#priority input[type=number]").press("Enter")
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
     expect(page.locator("#cancel-job")).to_be_hidden()  # nothing to cancel before a job exists
@@ -407,6 +411,7 @@ def test_write_cast_generate_listen_and_download(
     assert job["title"] == "Pilot" and job["state"] == "done" and job["mode"] == "turns"
     assert job["settings"]["diffusion_steps"] == 2
     assert job["kbps"] == {"mp3": 128, "opus": 96}  # the publishing default, and the bitrate picked
+    assert (job["queue"], job["priority"]) == ("batch", 7)  # chosen, not left to the size rule
     links = page.locator("#downloads a.download-link")
     names = [link.get_attribute("download") for link in links.all()]
     stem = f"Pilot-{job['id'][:8]}"

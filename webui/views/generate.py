@@ -37,6 +37,8 @@ class GenerateView:
     mode: gr.Radio
     formats: gr.CheckboxGroup
     kbps: dict[str, gr.Dropdown]  # format name -> its bitrate
+    queue: gr.Radio  # "auto" (by length, the api's rule), "interactive" or "batch"
+    priority: gr.Slider
     cfg_scale: gr.Slider
     diffusion_steps: gr.Slider
     seed: gr.Number
@@ -72,6 +74,15 @@ def build_generate() -> GenerateView:
                     )
                     for name, bitrates in _BITRATES.items()
                 }
+            queue = gr.Radio(
+                [("By length", "auto"), ("Interactive", "interactive"), ("Batch", "batch")],
+                value="auto",
+                label="Queue",
+                info="by length: interactive for a short episode (2 minutes by default: the api's "
+                "VOXCAST_INTERACTIVE_MAX_SECONDS), else batch",
+                elem_id="queue",
+            )
+            priority = gr.Slider(0, 9, value=5, step=1, label="Priority", info="higher runs sooner", elem_id="priority")
         with gr.Column(scale=1, min_width=300):
             cfg_scale = gr.Slider(
                 1.0, 3.0, value=_DEFAULTS.cfg_scale, step=0.05, label="CFG scale",
@@ -93,8 +104,8 @@ def build_generate() -> GenerateView:
     progress = gr.HTML(elem_id="job-progress")
     segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
     return GenerateView(
-        title, mode, formats, kbps, cfg_scale, diffusion_steps, seed, settings_problem, submit, cancel, problem,
-        progress, segments, gr.State(None),
+        title, mode, formats, kbps, queue, priority, cfg_scale, diffusion_steps, seed, settings_problem, submit,
+        cancel, problem, progress, segments, gr.State(None),
     )  # fmt: skip
 
 
@@ -102,8 +113,8 @@ def wire_generate(screens: Screens, context: StudioContext) -> None:
     view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
     rows = cast.rows
     inputs = {
-        screens.key, write.script, view.title, view.mode, view.formats, *view.kbps.values(), view.cfg_scale,
-        view.diffusion_steps, view.seed,
+        screens.key, write.script, view.title, view.mode, view.formats, *view.kbps.values(), view.queue, view.priority,
+        view.cfg_scale, view.diffusion_steps, view.seed,
         *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows),
     }  # fmt: skip
     outputs = [
@@ -177,6 +188,8 @@ def _submission(
             mode=values[view.mode],
             formats=values[view.formats],
             kbps={name: int(values[dropdown]) for name, dropdown in view.kbps.items()},
+            queue=None if values[view.queue] == "auto" else values[view.queue],
+            priority=int(values[view.priority]),
             settings=GenerationParams(
                 cfg_scale=values[view.cfg_scale],
                 diffusion_steps=int(values[view.diffusion_steps]),

@@ -54,6 +54,7 @@ def build_write(context: StudioContext) -> WriteView:
                     choices=list(context.examples.scripts),
                     value=None,
                     label="Example scripts",
+                    info=f"{len(context.examples.scripts)} bundled: pick one, then Load example",
                     scale=3,
                     elem_id="example-script",
                 )
