@@ -141,10 +141,11 @@ def take_back_script_jobs(database: Database, app_send: Callable[[str], None], w
             else:  # it starts over: the attempts of the run that died are not this run's
                 job.state, job.worker, job.attempt_log = JobState.QUEUED, None, []
                 again.append(job.id)
-        logger.warning(
-            "took back the script jobs of a dead scripts worker",
-            extra={"worker": worker, "jobs": ",".join(job.id for job in held) or "none"},
-        )
+        if held:
+            logger.warning(
+                "took back the script jobs of a dead scripts worker",
+                extra={"worker": worker, "jobs": ",".join(job.id for job in held)},
+            )
     for script_id in again:
         app_send(script_id)
 
