@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from openai import OpenAI
+from sqlalchemy import select
 
+from core.models import JobSegment, utc_now
 from core.storage import read_segment_audio
 from tests.service_client import upload_voice, wait_for
 
@@ -150,12 +152,15 @@ def test_openai_streaming_pcm_arrives_while_the_job_generates(
         job_id = streamed.headers["x-voxcast-job"]
         pieces = streamed.iter_bytes()
         first = next(pieces)
-        at_first_bytes = http.get(f"/v1/jobs/{job_id}").json()
+        first_at = utc_now()
         pcm = first + b"".join(pieces)
-    # the first audio came while the job's one segment was still generating, not from its stored file
-    assert at_first_bytes["state"] == "running" and at_first_bytes["progress"]["segments_done"] == 0
 
     job = wait_for(http, job_id, {"done"})
+    # the first audio came while the job's one segment was still generating, not from its stored file: before the
+    # segment's row was marked stored (its `segment` event, which a stream waits for to read the file, comes after)
+    with stack.database().session() as session:
+        stored_at = session.scalars(select(JobSegment.finished_at).where(JobSegment.job_id == job_id)).one()
+    assert first_at < stored_at, (first_at, stored_at)
     stored = stored_segment(http, job_id, 0)
     finished, _ = sf.read(io.BytesIO(http.get(job["outputs"]["audio"]["wav"]).content), dtype="float32")
     assert len(pcm) == 2 * len(stored) == 2 * len(finished)  # the whole track, nothing lost or repeated
