@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.audio_formats import AUDIO_FORMATS, AudioFormat, BitrateFormat
+from core.audio_formats import BITRATES, AudioFormat, BitrateFormat
 from core.job_events import AudioEvent, ProgressEvent, SegmentEvent
 from core.models import JobState
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState
@@ -37,9 +37,8 @@ class GenerationParams(_Body):
 
 
 _BITRATE_CHOICES = "; ".join(
-    f"{name} {', '.join(map(str, spec.bitrates.choices))} (default {spec.bitrates.default})"
-    for name, spec in AUDIO_FORMATS.items()
-    if spec.bitrates is not None
+    f"{name} {', '.join(map(str, bitrates.choices))} (default {bitrates.default})"
+    for name, bitrates in BITRATES.items()
 )
 
 
@@ -68,8 +67,7 @@ class JobOptions(_Body):
     @classmethod
     def _offered_bitrates(cls, kbps: dict[str, int]) -> dict[str, int]:
         for name, rate in kbps.items():
-            bitrates = AUDIO_FORMATS[name].bitrates
-            assert bitrates is not None
+            bitrates = BITRATES[name]
             if rate not in bitrates.choices:
                 allowed = ", ".join(str(choice) for choice in bitrates.choices)
                 raise ValueError(f"{name} is written at {allowed} kbit/s, not {rate}")

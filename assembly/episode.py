@@ -21,7 +21,7 @@ import numpy as np
 from assembly.audio_encoding import encode_in_child
 from assembly.loudness import require_mono
 from assembly.transcripts import Chapter, chapters_document, format_srt, format_vtt
-from core.audio_formats import AUDIO_FORMATS
+from core.audio_formats import AUDIO_FORMATS, AudioFormatSpec
 from core.storage import write_durably
 from pipeline.timeline import TimedTurn
 from tokenizer.rates import SAMPLE_RATE
@@ -62,11 +62,17 @@ class EpisodeFiles:
 
 def audio_format_for(path: Path) -> tuple[str, str | None]:
     """Map a file extension (case-insensitive) to soundfile's (format, subtype)."""
+    spec = _format_of(path)
+    return spec.container, spec.subtype
+
+
+def _format_of(path: Path) -> AudioFormatSpec:
+    """The format a file's extension (any case) names; `OutputError` listing the others for one it does not."""
     spec = AUDIO_FORMATS.get(path.suffix.lower().removeprefix("."))
-    if spec is not None:
-        return spec.container, spec.subtype
-    allowed = ", ".join(sorted(f".{name}" for name in AUDIO_FORMATS))
-    raise OutputError(f"unsupported audio extension {path.suffix!r} for {path}; use one of: {allowed}")
+    if spec is None:
+        allowed = ", ".join(sorted(f".{name}" for name in AUDIO_FORMATS))
+        raise OutputError(f"unsupported audio extension {path.suffix!r} for {path}; use one of: {allowed}")
+    return spec
 
 
 def _pcm_ready(audio: np.ndarray) -> np.ndarray:
@@ -145,11 +151,10 @@ def _text_stager(text: str, target: Path) -> Stager:
 
 
 def _audio_stager(samples: np.ndarray, target: Path, kbps: Mapping[str, int]) -> Stager:
-    spec = AUDIO_FORMATS[target.suffix.lower().removeprefix(".")]
+    spec = _format_of(target)
     level = mode = None
-    if spec.bitrates is not None:
-        level = spec.bitrates.compression_level(kbps.get(spec.name, spec.bitrates.default))
-        mode = spec.bitrates.mode
+    if spec.bitrates is not None and (rate := spec.kbps(kbps)) is not None:
+        level, mode = spec.bitrates.compression_level(rate), spec.bitrates.mode
     return lambda temp: encode_in_child(
         samples, temp, spec.container, spec.subtype, target=target, compression_level=level, bitrate_mode=mode
     )

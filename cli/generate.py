@@ -21,7 +21,7 @@ from assembly.episode import Episode, OutputError, audio_format_for, write_episo
 from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
 from cli.errors import EXIT_OK, InputError
-from core.audio_formats import AUDIO_FORMATS
+from core.audio_formats import BITRATES
 from core.progress_estimate import MAX_SHARE_UNTIL_DONE, MIN_ETA_FRAMES, MIN_ETA_SECONDS, past_estimate
 from core.settings import Settings
 from pipeline.plan import Plan, plan_script
@@ -69,9 +69,7 @@ def register(subcommands: argparse._SubParsersAction, settings: Settings) -> Non
     generate.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     generate.add_argument("--device", default=settings.device, help="torch device (default: cuda if present, else cpu)")
     generate.add_argument("--dtype", default=settings.dtype, help="float32, bfloat16 or float16 (default: bf16 on GPU)")
-    for name in ("mp3", "opus"):
-        bitrates = AUDIO_FORMATS[name].bitrates
-        assert bitrates is not None
+    for name, bitrates in BITRATES.items():
         generate.add_argument(
             f"--{name}-kbps",
             type=int,
@@ -109,7 +107,8 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
         rendered = render_podcast(engine, plan, voices, generation, on_progress=report)
     audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
     episode = Episode(audio=audio, turns=rendered.turns, chapters=chapters_from_turns(rendered.turns))
-    files = write_episode(episode, args.output, kbps={"mp3": args.mp3_kbps, "opus": args.opus_kbps})
+    kbps = {name: getattr(args, f"{name}_kbps") for name in BITRATES}
+    files = write_episode(episode, args.output, kbps=kbps)
     counts = f"{len(episode.turns)} turns, {len(episode.chapters)} chapters"
     print(f"episode: {files.audio} ({episode.seconds:.1f} s, {counts})")
     print(f"transcript: {files.srt} and {files.vtt}")

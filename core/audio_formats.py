@@ -8,6 +8,7 @@ type for request bodies and route paths (`tests/test_assembly.py` holds the two 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,6 +47,11 @@ class AudioFormatSpec:
     bytes_per_second: int
     bitrates: Bitrates | None = None  # None: not adjustable (lossless, or Vorbis at its default quality)
 
+    def kbps(self, asked: Mapping[str, int]) -> int | None:
+        """The bitrate this format is written at given a job's `kbps`: as asked, else its default (None: lossless
+        or not adjustable)."""
+        return None if self.bitrates is None else asked.get(self.name, self.bitrates.default)
+
 
 AUDIO_FORMATS: dict[str, AudioFormatSpec] = {
     spec.name: spec
@@ -68,3 +74,5 @@ AUDIO_FORMATS: dict[str, AudioFormatSpec] = {
         ),
     )
 }
+# The formats whose bitrate a job may choose, and the rates offered (`BitrateFormat` names the same).
+BITRATES: dict[str, Bitrates] = {name: spec.bitrates for name, spec in AUDIO_FORMATS.items() if spec.bitrates}

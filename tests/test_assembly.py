@@ -17,7 +17,7 @@ import torchaudio.functional as AF
 from assembly.episode import Episode, EpisodeFiles, OutputError, audio_format_for, write_episode
 from assembly.loudness import PEAK_CEILING_DBFS, TARGET_LUFS, normalize_loudness, silence
 from assembly.transcripts import Chapter, chapters_from_turns, format_srt, format_vtt
-from core.audio_formats import AUDIO_FORMATS, AudioFormat
+from core.audio_formats import AUDIO_FORMATS, BITRATES, AudioFormat, BitrateFormat
 from pipeline.timeline import TimedTurn
 from tokenizer.rates import SAMPLE_RATE
 
@@ -62,6 +62,7 @@ EXTENSIONS = sorted(f".{name}" for name in AUDIO_FORMATS)
 
 def test_the_format_type_names_exactly_the_formats_of_the_table() -> None:
     assert sorted(get_args(AudioFormat)) == sorted(AUDIO_FORMATS)
+    assert sorted(get_args(BitrateFormat)) == sorted(BITRATES)
     assert all(spec.name == name for name, spec in AUDIO_FORMATS.items())
 
 

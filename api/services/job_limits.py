@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from api.errors import InvalidInput, Problem
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.errors import InvalidInput, Problem, TooManyJobs
+from core.models import Job, JobState, ScriptJob
 from pipeline.plan import Plan
 from pipeline.prompt import estimated_prompt_tokens
 
@@ -24,6 +28,21 @@ class GenerationLimits:
 
     longest_tokens: int
     chars_per_token: float
+
+
+def check_in_flight(session: Session, kind: type[Job] | type[ScriptJob], owner_id: int, limit: int, what: str) -> None:
+    """429 when the key already has `limit` jobs of this kind (audio jobs, or script jobs: each counted apart) queued
+    or running (`VOXCAST_MAX_JOBS_IN_FLIGHT`)."""
+    count = session.scalar(
+        select(func.count())
+        .select_from(kind)
+        .where(kind.owner_id == owner_id, kind.state.in_((JobState.QUEUED, JobState.RUNNING)))
+    )
+    if count is not None and count >= limit:
+        raise TooManyJobs(
+            f"this key has {count} {what} queued or running; the limit is {limit} (VOXCAST_MAX_JOBS_IN_FLIGHT). "
+            "Wait for one to end or cancel one."
+        )
 
 
 def check_script_length(text: str, max_chars: int) -> None:

@@ -21,12 +21,13 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from api.deps import ApiServices, Caller
-from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
+from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView, ScriptWarningView
 from api.services.job_limits import (
     GenerationLimits,
     check_audio_minutes,
     check_generation_lengths,
+    check_in_flight,
     check_script_length,
 )
 from api.services.storage_quota import check_storage_quota
@@ -56,7 +57,6 @@ from workers.celery_app import QueueKind, enqueue_job
 
 logger = logging.getLogger(__name__)
 
-IN_FLIGHT = (JobState.QUEUED, JobState.RUNNING)
 TRANSCRIPT_FILES = {"srt": "episode.srt", "vtt": "episode.vtt", "chapters": "episode.chapters.json"}
 
 
@@ -117,7 +117,7 @@ def _store_job(
     """The job's row and its folder of inputs, in one transaction; the view of the queued job."""
     options = submission.options
     with services.database.session() as session:
-        _check_room(session, caller, services.settings.max_jobs_in_flight)
+        check_in_flight(session, Job, caller.key_id, services.settings.max_jobs_in_flight, "jobs")
         stored, uploaded = _assign_voices(session, caller, plan.speakers, options.voices, uploads)
         voice_seconds = {speaker: voice.seconds for speaker, voice in stored.items()}
         voice_seconds |= {speaker: uploads[key].seconds for speaker, key in uploaded.items()}
@@ -163,16 +163,6 @@ def _send(services: ApiServices, job_id: str, queue: QueueKind, priority: int) -
         enqueue_job(services.celery, services.settings.redis_namespace, job_id, queue, priority)
     except Exception as error:  # the broker is down: the job stays queued in the database for the sweeper
         logger.warning("could not enqueue; the sweeper will", extra={"job_id": job_id, "error": str(error)})
-
-
-def _check_room(session: Session, caller: Caller, limit: int) -> None:
-    count = session.scalar(
-        select(func.count()).select_from(Job).where(Job.owner_id == caller.key_id, Job.state.in_(IN_FLIGHT))
-    )
-    if count is not None and count >= limit:
-        raise TooManyJobs(
-            f"this key has {count} jobs queued or running; the limit is {limit}. Wait for one to end or cancel one."
-        )
 
 
 def _parsed_script(text: str) -> Script:
@@ -430,11 +420,7 @@ def _key_name(session: Session, key_id: int) -> str:
 def _bitrates(job: Job) -> dict[str, int]:
     """The bitrate each lossy format of the job is written at: as asked, else the format's default."""
     asked = job.generation.get("kbps") or {}
-    return {
-        name: asked.get(name, bitrates.default)
-        for name in job.formats
-        if (bitrates := AUDIO_FORMATS[name].bitrates) is not None
-    }
+    return {name: rate for name in job.formats if (rate := AUDIO_FORMATS[name].kbps(asked)) is not None}
 
 
 def _progress(job: Job, now: datetime) -> JobProgress:

@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
-from api.errors import Conflict, InvalidInput, NotFound, Problem, TooManyJobs
+from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import ScriptAttemptView, ScriptDraftCreate, ScriptNormaliseCreate, ScriptView
+from api.services.job_limits import check_in_flight
 from api.services.worker_report import RedisUnavailable
 from core.models import FINAL_STATES, JobState, ScriptJob, utc_now
 from core.storage import new_id
@@ -39,7 +40,6 @@ from workers.celery_app import enqueue_script
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-IN_FLIGHT = (JobState.QUEUED, JobState.RUNNING)
 DEFAULT_HOSTS = 2
 # Text is what a person can type or paste: line breaks and tabs, nothing else below U+0020 (NUL and escape
 # codes have no place in notes, and PostgreSQL refuses to store NUL).
@@ -80,7 +80,7 @@ def submit_script(
         job.script, job.via, job.notes = finished.text, finished.via, list(finished.notes)
     with services.database.session() as session:
         if finished is None:
-            _check_room(session, caller, settings.max_jobs_in_flight)
+            check_in_flight(session, ScriptJob, caller.key_id, settings.max_jobs_in_flight, "script jobs")
         session.add(job)
     if finished is not None:
         return script_view(job), False
@@ -243,16 +243,3 @@ def _as_problem(check: Callable[[], _T], default_field: str) -> _T:
     except DraftInputError as error:
         field = {"text": default_field}.get(error.field, error.field)
         raise InvalidInput([Problem(field, str(error))]) from error
-
-
-def _check_room(session: Session, caller: Caller, limit: int) -> None:
-    count = session.scalar(
-        select(func.count())
-        .select_from(ScriptJob)
-        .where(ScriptJob.owner_id == caller.key_id, ScriptJob.state.in_(IN_FLIGHT))
-    )
-    if count is not None and count >= limit:
-        raise TooManyJobs(
-            f"this key has {count} script jobs queued or running; the limit is {limit} (VOXCAST_MAX_JOBS_IN_FLIGHT). "
-            "Wait for one to end or cancel one."
-        )

@@ -15,12 +15,10 @@ from starlette.datastructures import UploadFile
 
 from api.errors import InvalidInput, Problem
 from api.schemas import ScriptCreate, ScriptDraftCreate, ScriptNormaliseCreate, ScriptOptions
-from api.services.submissions import UnsupportedMediaType, read_text_part, validation_error
-from pipeline.script import MAX_SCRIPT_CHARS
+from api.services.submissions import MAX_TEXT_PART_BYTES, UnsupportedMediaType, read_text_part, validation_error
 
 _CREATE = TypeAdapter(ScriptCreate)
 _OPTIONS = TypeAdapter(ScriptOptions)
-_MAX_TEXT_PART_BYTES = MAX_SCRIPT_CHARS * 4  # UTF-8 needs up to 4 bytes a character
 _TEXT_PART = {"draft": "material", "normalise": "transcript"}
 
 
@@ -33,10 +31,10 @@ async def read_script_request(request: Request) -> ScriptDraftCreate | ScriptNor
         except ValidationError as error:
             raise _naming_the_task(validation_error(error, prefix=("body",))) from error
     if content_type == "multipart/form-data":
-        async with request.form(max_files=1, max_fields=4, max_part_size=_MAX_TEXT_PART_BYTES) as form:
+        async with request.form(max_files=1, max_fields=4, max_part_size=MAX_TEXT_PART_BYTES) as form:
             options = _options(form.get("options"))
             part = _TEXT_PART[options.task]
-            text = await read_text_part(form.get(part), part, _MAX_TEXT_PART_BYTES, what=f"the {part}")
+            text = await read_text_part(form.get(part), part, MAX_TEXT_PART_BYTES, what=f"the {part}")
         created = ScriptDraftCreate if options.task == "draft" else ScriptNormaliseCreate
         return created.model_validate({**options.model_dump(), part: text})
     raise UnsupportedMediaType(

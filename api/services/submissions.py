@@ -22,7 +22,7 @@ from pipeline.script import MAX_SCRIPT_CHARS
 
 VOICE_PART_PREFIX = "voice."
 MAX_SPEAKER_FILES = 4
-_MAX_TEXT_PART_BYTES = MAX_SCRIPT_CHARS * 4  # UTF-8 needs up to 4 bytes a character
+MAX_TEXT_PART_BYTES = MAX_SCRIPT_CHARS * 4  # UTF-8 needs up to 4 bytes a character
 
 
 class UnsupportedMediaType(ApiError):
@@ -37,7 +37,7 @@ async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
         yield _from_json(await request.body())
     elif content_type == "multipart/form-data":
         async with request.form(
-            max_files=MAX_SPEAKER_FILES + 1, max_fields=8, max_part_size=_MAX_TEXT_PART_BYTES
+            max_files=MAX_SPEAKER_FILES + 1, max_fields=8, max_part_size=MAX_TEXT_PART_BYTES
         ) as form:
             script = form.get("script")
             options = form.get("options")
@@ -51,7 +51,7 @@ async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
                     [Problem("script", "a job needs a script: a 'script' file or text field", kind="missing")]
                 )
             yield JobSubmission(
-                script=await read_text_part(script, "script", _MAX_TEXT_PART_BYTES, what="the script file"),
+                script=await read_text_part(script, "script", MAX_TEXT_PART_BYTES, what="the script file"),
                 options=_options(options),
                 uploads=uploads,
             )

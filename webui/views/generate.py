@@ -16,7 +16,7 @@ import gradio as gr
 from pydantic import ValidationError
 
 from api.schemas import GenerationParams, JobOptions
-from core.audio_formats import AUDIO_FORMATS
+from core.audio_formats import AUDIO_FORMATS, BITRATES
 from pipeline.script import Script
 from webui.api_client import FieldProblem, StudioApiError
 from webui.assets import SEGMENT_PLAYER_JS
@@ -27,8 +27,6 @@ from webui.views.screens import Screens, follow_updates
 
 _DEFAULTS = GenerationParams()
 _OPTION_FIELDS = ("settings", "formats", "kbps", "mode", "title", "queue", "priority")
-# The lossy formats whose bitrate a job may choose, with the kbit/s offered and the default.
-_BITRATES = {name: spec.bitrates for name, spec in AUDIO_FORMATS.items() if spec.bitrates is not None}
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ def build_generate() -> GenerateView:
                         label=f"{name} bitrate",
                         elem_id=f"{name}-kbps",
                     )
-                    for name, bitrates in _BITRATES.items()
+                    for name, bitrates in BITRATES.items()
                 }
             queue = gr.Radio(
                 [("By length", "auto"), ("Interactive", "interactive"), ("Batch", "batch")],
