@@ -19,7 +19,7 @@ from api.body_limits import BodyLimitMiddleware
 from api.deps import ApiServices
 from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.rate_limit import RateLimiter
-from api.routes import admin, admin_workers, health, jobs, regeneration, scripts, speech, usage, voices
+from api.routes import admin, admin_workers, health, jobs, metrics, regeneration, scripts, speech, usage, voices
 from core.db import Database, database_url, upgrade_database
 from core.logging import configure_logging
 from core.settings import Settings
@@ -63,7 +63,7 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
     app.add_middleware(BodyLimitMiddleware, settings=settings)
     install_error_handlers(app)
     routers = (jobs.router, regeneration.router, scripts.router, speech.router, voices.router, usage.router)
-    routers += (admin.router, admin_workers.router)
+    routers += (admin.router, admin_workers.router, metrics.router)
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(health.router)

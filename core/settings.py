@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     # Benchmarks only (bench/service.py): a job generates its segments one after another, as workers did before
     # they handed whole jobs to the engine.
     worker_sequential_segments: bool = False
+    # A worker process serves its own Prometheus metrics (job timings, frames, engine steps) on this port; None: off.
+    # One port per worker process: two workers on one host need two values.
+    worker_metrics_port: int | None = Field(None, ge=1, le=65535)
+    worker_metrics_host: str = "127.0.0.1"  # the address it listens on ("0.0.0.0" for a scraper on another host)
     longest_job_seconds: float = Field(6 * 3600.0, gt=0)  # the broker's visibility timeout sits above this
     heartbeat_seconds: float = Field(5.0, gt=0)  # how often a running job proves its worker is alive
     stale_after_seconds: float = Field(60.0, gt=0)  # a running job silent this long is re-enqueued by the sweeper

@@ -41,6 +41,10 @@ def test_values_are_converted_and_empty_ones_count_as_unset() -> None:
             "VOXCAST_STREAM_CHUNK_FRAMES='0': input should be greater than or equal to 1",
         ),
         ({"VOXCAST_API_PORT": "99999"}, "VOXCAST_API_PORT='99999': input should be less than or equal to 65535"),
+        (
+            {"VOXCAST_WORKER_METRICS_PORT": "0"},
+            "VOXCAST_WORKER_METRICS_PORT='0': input should be greater than or equal to 1",
+        ),
         ({"VOXCAST_LOG_FORMAT": "xml"}, "VOXCAST_LOG_FORMAT='xml': input should be 'text' or 'json'"),
         ({"VOXCAST_SINGLE_USER": "maybe"}, "VOXCAST_SINGLE_USER='maybe': input should be a valid boolean"),
         ({"VOXCAST_MAX_JOB_AUDIO_MINUTES": "120"}, "VOXCAST_MAX_JOB_AUDIO_MINUTES='120': input should be less than"),

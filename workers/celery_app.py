@@ -14,6 +14,8 @@
 - a third queue, `scripts`, carries script jobs (drafting, transcript clean-up) to the scripts workers
   (`workers.script_worker`): processes of their own, so a long draft never holds a task thread an audio job
   needs and a queue of audio jobs never starves drafting.
+- task events on (sent, received, started, succeeded, failed) and worker heartbeats, so `celery flower` or
+  `celery events` (neither a dependency) show the workers and their tasks: docs/deploy.md says how.
 - every key, queue and channel carries the `redis_namespace` prefix, so installations (or test sessions)
   can share one Redis.
 
@@ -87,6 +89,8 @@ def create_celery_app(settings: Settings, include: Sequence[str] = ("workers.tas
         task_queues=[task_queue(settings.redis_namespace, kind) for kind in (*QUEUE_KINDS, SCRIPTS_QUEUE)],
         task_default_queue=queue_name(settings.redis_namespace, "batch"),
         worker_hijack_root_logger=False,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
         include=list(include),
     )
     return app

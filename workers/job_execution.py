@@ -72,6 +72,7 @@ from workers.job_runner import (
     start_plan_generation,
 )
 from workers.live_audio import LiveAudio
+from workers.metrics import WorkerMetrics
 from workers.partial_frames import PartialFrames
 from workers.quarantine import Quarantine
 
@@ -109,6 +110,7 @@ class WorkerServices:
     events: EventPublisher
     cancels: CancelWatch  # the cancel flags of the jobs this process runs, read for all of them at once
     quarantine: Quarantine = field(default_factory=Quarantine)  # suspects of a worker's death run alone
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
 
     def model(self) -> GenerationModel:
         settings = self.settings
@@ -146,6 +148,8 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
         logger.info("job not claimed: finished, cancelled or held elsewhere", extra={"job_id": job_id})
         return
     logger.info("job claimed", extra={"job_id": job_id, "holder": job.holder, "revision": job.revision})
+    claimed_at = time.monotonic()
+    services.metrics.job_claimed(job.queue, job.waited_seconds)
     services.events.publish(job.id, StateEvent(state=JobState.RUNNING))
     suspect = job.worker_deaths > 0
     if suspect:
@@ -157,18 +161,18 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
         services.quarantine.run(suspect, waiting),
     ):
         try:
-            audio_seconds = _run(services, job, _Stops(heartbeat.lost, cancelled))
+            audio_seconds = _run(services, job, _Stops(heartbeat.lost, cancelled), claimed_at)
         except JobCancelled:
-            _finish(services, job, JobState.CANCELLED)
+            _finish(services, job, JobState.CANCELLED, claimed_at)
         except LeaseLost:
             logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id})
         except EngineDied:
             raise  # not the job's failure: it stays running under this process, which ends
         except Exception as error:
             logger.exception("job failed", extra={"job_id": job.id})
-            _finish(services, job, JobState.FAILED, error=_describe(error))
+            _finish(services, job, JobState.FAILED, claimed_at, error=error)
         else:
-            _finish(services, job, JobState.DONE, audio_seconds=audio_seconds)
+            _finish(services, job, JobState.DONE, claimed_at, audio_seconds=audio_seconds)
 
 
 def _describe(error: Exception) -> str:
@@ -179,17 +183,22 @@ def _finish(
     services: WorkerServices,
     job: ClaimedJob,
     state: JobState,
+    claimed_at: float,
     *,
-    error: str | None = None,
+    error: Exception | None = None,
     audio_seconds: float | None = None,
 ) -> None:
+    """End the job's attempt in `state`: its row, its event, and this worker's metrics (from `claimed_at`)."""
     storage_bytes = folder_bytes(services.data.job(job.id).root)  # what the run left: its usage from now on
+    message = None if error is None else _describe(error)
     ended = job_records.finish_job(
-        services.database, job, state, error=error, audio_seconds=audio_seconds, storage_bytes=storage_bytes
+        services.database, job, state, error=message, audio_seconds=audio_seconds, storage_bytes=storage_bytes
     )
     if ended:
-        services.events.publish(job.id, StateEvent(state=state, error=error))
-        logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": error})
+        elapsed = time.monotonic() - claimed_at
+        services.metrics.job_ended(job.queue, state, elapsed, audio_seconds=audio_seconds, error=error)
+        services.events.publish(job.id, StateEvent(state=state, error=message))
+        logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": message})
 
 
 @dataclass(frozen=True)
@@ -200,7 +209,7 @@ class _Stops:
     cancelled: threading.Event
 
 
-def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops) -> float:
+def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: float) -> float:
     folder = services.data.job(job.id)
     if left := folder.remove_temporaries():  # an earlier attempt killed mid-write
         logger.info("removed temporaries of an earlier attempt", extra={"job_id": job.id, "files": len(left)})
@@ -219,7 +228,8 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops) -> float:
             PartialFrames(folder.segment_partial_frames(record.index)).discard()
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
     settings = services.settings
-    watcher = _FrameWatcher(services, job, stops, plan, crash_test=_marked(script, settings.crash_on_script_text))
+    crash_test = _marked(script, settings.crash_on_script_text)
+    watcher = _FrameWatcher(services, job, stops, plan, claimed_at, crash_test=crash_test)
     stored: dict[int, PlacedSegment] = {}
     pending: list[tuple[Segment, SegmentRecord]] = []
     for segment, record in zip(plan.segments, records, strict=True):
@@ -386,8 +396,19 @@ class _FrameWatcher:
     most every `PROGRESS_INTERVAL_SECONDS`; the ETA goes by the frames generated in this attempt.
     """
 
-    def __init__(self, services: WorkerServices, job: ClaimedJob, stops: _Stops, plan: Plan, *, crash_test: bool):
+    def __init__(
+        self,
+        services: WorkerServices,
+        job: ClaimedJob,
+        stops: _Stops,
+        plan: Plan,
+        claimed_at: float,
+        *,
+        crash_test: bool,
+    ) -> None:
         self.services = services
+        self.claimed_at = claimed_at  # monotonic: the first frame's wait is measured from it
+        self.heard = False  # a frame of this attempt has come
         self.crash_test = crash_test  # see `Settings.crash_on_script_text`
         self.job = job
         self.stops = stops
@@ -418,6 +439,9 @@ class _FrameWatcher:
         if self.crash_test and frames_in_segment >= CRASH_TEST_FRAME:
             logger.critical("crash test: this worker dies now", extra={"job_id": self.job.id})
             os.kill(os.getpid(), signal.SIGSEGV)
+        if not self.heard:
+            self.heard = True
+            self.services.metrics.job_first_audio(self.job.queue, time.monotonic() - self.claimed_at)
         self.generating[index].frames = frames_in_segment
 
     def end_segment(self, index: int, frames: int) -> tuple[int, int]:

@@ -37,6 +37,7 @@ class ClaimedJob:
     worker_deaths: int  # earlier attempts that ended with their worker dead (a suspect runs alone)
     queue: str  # "interactive" or "batch": its generations are scheduled as interactive work or not
     priority: int  # 0..9
+    waited_seconds: float  # from its submission (or its last requeue) to this claim
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ def claim_job(
         if claimed.rowcount != 1:
             return None
         job = session.get_one(Job, job_id)
+        # A first attempt waited since its submission; a later one (a requeue, a regeneration) since it was sent again.
+        queued_since = job.created_at if job.started_at is None else (job.enqueued_at or job.created_at)
         if job.started_at is None:
             job.started_at = now
         generation = job.generation
@@ -119,6 +122,7 @@ def claim_job(
             worker_deaths=job.worker_deaths,
             queue=job.queue,
             priority=job.priority,
+            waited_seconds=max(0.0, (now - queued_since).total_seconds()),
         )
 
 

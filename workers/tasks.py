@@ -1,4 +1,5 @@
-"""The worker's Celery tasks and its process life: migrate, load the engine, start the sweeper, announce itself.
+"""The worker's Celery tasks and its process life: migrate, load the engine, serve its metrics, start the sweeper,
+announce itself.
 
 `run_job` is idempotent and keyed by job id (the task id is the job id): a delivery for a job that is
 finished, cancelled or held by a live worker does nothing, and a rerun generates only the segments not
@@ -99,14 +100,18 @@ def _migrate_and_load_model(**_: Any) -> None:
     settings = Settings.from_env()
     configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
     upgrade_database(database_url(settings))
+    services = worker_services()
     try:
-        worker_services().model()
+        engine = services.model()
     except Exception as error:
         logger.critical(
             "cannot load the model; this worker stops and takes no job",
             extra={"model": settings.worker_model or settings.model, "error": f"{type(error).__name__}: {error}"},
         )
         raise SystemExit(EXIT_MODEL_NOT_LOADED) from error
+    services.metrics.watch(engine)
+    if settings.worker_metrics_port is not None:
+        services.metrics.serve(settings.worker_metrics_host, settings.worker_metrics_port)
 
 
 @signals.worker_ready.connect

@@ -19,7 +19,7 @@ async def queue_report(services: ApiServices) -> QueueReport:
         queues.append(
             QueueDepth(
                 queue=kind,
-                waiting_in_broker=await _broker_depth(services, kind),
+                waiting_in_broker=await broker_depth(services, kind),
                 queued=counts.get((kind, JobState.QUEUED.value), 0),
                 running=counts.get((kind, JobState.RUNNING.value), 0),
             )
@@ -37,7 +37,8 @@ def _counts_by_queue(services: ApiServices) -> dict[tuple[str, str], int]:
     return {(queue, state): count for queue, state, count in rows}
 
 
-async def _broker_depth(services: ApiServices, kind: str) -> int | None:
+async def broker_depth(services: ApiServices, kind: str) -> int | None:
+    """Messages waiting in the broker for queue `kind`, over every priority; None when Redis does not answer."""
     try:
         total = 0
         for key in priority_list_keys(services.settings.redis_namespace, kind):  # type: ignore[arg-type]

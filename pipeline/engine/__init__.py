@@ -1,6 +1,6 @@
 """The serving engine: request slots, a scheduler and a batched model runner (see engine.py)."""
 
-from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.engine import Engine, EngineConfig, StepTiming
 from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
 
 __all__ = [
@@ -12,4 +12,5 @@ __all__ = [
     "PromptInputs",
     "Replay",
     "RequestHandle",
+    "StepTiming",
 ]

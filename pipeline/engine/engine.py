@@ -117,6 +117,19 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class StepTiming:
+    """One engine step as its listeners see it (`Engine.on_step`): for metrics, never for scheduling."""
+
+    seconds: float  # the runner's call; with overlapped steps, about the time between two launches
+    decode_rows: int
+    prefill_tokens: int
+    frames: int  # audio frames handed to requests by this step (with overlap, those of the step before)
+
+
+StepListener = Callable[[StepTiming], None]
+
+
+@dataclass(frozen=True)
 class EngineLoad:
     """How full the engine is: rows and K/V blocks in use, requests waiting, the longest generation it holds."""
 
@@ -154,6 +167,7 @@ class Engine:
         self.dead: str | None = None  # why the loop died, once it has
         self.preemptions = 0
         self._admissions = itertools.count(1)
+        self._step_listeners: list[StepListener] = []
         logger.info(
             "engine ready",
             extra={
@@ -274,6 +288,11 @@ class Engine:
             preemptions=self.preemptions,
         )
 
+    def on_step(self, listener: StepListener) -> None:
+        """Call `listener` after every step that ran the model, on the stepping thread: it must be quick and never
+        raise (a worker's metrics are one)."""
+        self._step_listeners.append(listener)
+
     def wait(self, handles: Sequence[RequestHandle], on_event: Callable[[EngineEvent], None]) -> None:
         """Pass every event of `handles` to `on_event` until each has had its final one.
 
@@ -352,8 +371,14 @@ class Engine:
             logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
             self._retry_alone(len(prefill) + len(decode))
             return True
-        self.policy.observe(len(decode), sum(tokens for _, tokens in prefill), time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        prefill_tokens = sum(tokens for _, tokens in prefill)
+        self.policy.observe(len(decode), prefill_tokens, seconds)
         self._record_all(outcomes)
+        if self._step_listeners:
+            timing = StepTiming(seconds, len(decode), prefill_tokens, sum(outcome.made_frame for outcome in outcomes))
+            for listener in self._step_listeners:
+                listener(timing)
         return True
 
     def _view(self, state: RequestState) -> RequestView:
