@@ -217,6 +217,7 @@ class ScriptJob(Base):
     worker: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)  # refreshed while a scripts worker runs it
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
     @property

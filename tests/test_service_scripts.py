@@ -189,6 +189,47 @@ def test_a_killed_scripts_worker_runs_its_draft_again_when_it_starts(stack, clie
     assert wait_for_script(client, script_id, {"cancelled"}, timeout=15)["state"] == "cancelled"
 
 
+def test_a_draft_whose_scripts_worker_hangs_runs_again_on_another_and_the_hung_one_writes_nothing(  # type: ignore[no-untyped-def]
+    stack, client: httpx.Client
+) -> None:
+    """A scripts worker on a host that stops answering (SIGSTOP: alive, silent) under a node name no other worker
+    has: once its job's heartbeat is stale, the other scripts worker takes the job back; when the hung one wakes, its
+    heartbeat finds the job gone, it stops and drops its outcome."""
+    from cli.serve import scripts_worker_command
+
+    regular = stack.workers[-1]
+    os.kill(regular.pid, signal.SIGKILL)  # idle: the hung worker must be the one to take the draft
+    regular.wait()
+    command = scripts_worker_command(stack.settings)
+    command[command.index("--hostname") + 1] = "voxcast-scripts@a-host-that-hangs"
+    hung = stack._start(command, "scripts", "scripts worker ready")
+    script_id = long_draft_under_way(client)
+    with stack.database().session() as session:
+        assert session.get_one(ScriptJob, script_id).worker == "voxcast-scripts@a-host-that-hangs"
+    os.kill(hung.pid, signal.SIGSTOP)
+    try:
+        stack.start_scripts_worker()  # another node name: only the stale heartbeat gives it the job
+        deadline = time.monotonic() + 60
+        with stack.database().session() as session:
+            while (row := session.get_one(ScriptJob, script_id)).deliveries < 2 or row.state != "running":
+                assert time.monotonic() < deadline, (row.state, row.deliveries, row.worker)
+                time.sleep(0.1)
+                session.expire_all()
+            assert row.worker != "voxcast-scripts@a-host-that-hangs"
+    finally:
+        os.kill(hung.pid, signal.SIGCONT)
+    hung_log = stack.root / f"scripts-{stack.workers.index(hung)}.log"
+    deadline = time.monotonic() + 30
+    while "taken back while it ran" not in hung_log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, hung_log.read_text(errors="replace")[-2000:]
+        time.sleep(0.1)
+    assert client.get(f"/v1/scripts/{script_id}").json()["state"] == "running"  # the new run's, untouched
+    assert client.delete(f"/v1/scripts/{script_id}").status_code == 200
+    assert wait_for_script(client, script_id, {"cancelled"}, timeout=15)["state"] == "cancelled"
+    os.kill(hung.pid, signal.SIGKILL)
+    hung.wait()
+
+
 # --- cancel, ownership and limits ----------------------------------------------------------------------
 
 

@@ -62,7 +62,7 @@ def broker_key_prefix(namespace: str) -> str:
     return f"{namespace}:"
 
 
-def priority_list_keys(namespace: str, kind: QueueKind) -> list[str]:
+def priority_list_keys(namespace: str, kind: QueueKind | Literal["scripts"]) -> list[str]:
     """The Redis lists holding a queue's waiting messages, one per priority (kombu's naming)."""
     name = broker_key_prefix(namespace) + queue_name(namespace, kind)
     return [name] + [f"{name}{Channel.sep}{step}" for step in range(1, MAX_PRIORITY + 1)]

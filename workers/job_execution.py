@@ -26,7 +26,6 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import numpy as np
 
@@ -54,6 +53,7 @@ from pipeline.timeline import TimedTurn
 from tokenizer.rates import SAMPLE_RATE
 from workers import job_records
 from workers.cancel_watch import CancelWatch
+from workers.heartbeat import Heartbeat
 from workers.job_records import ClaimedJob, PlannedSegment, SegmentRecord
 from workers.job_runner import (
     GeneratedSegment,
@@ -156,7 +156,12 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
         logger.warning("job was running when a worker died; it runs alone", extra={"job_id": job.id})
     waiting = functools.partial(job_records.set_waiting, services.database, job)
     with (
-        _Heartbeat(services, job) as heartbeat,
+        Heartbeat(
+            f"heartbeat-{job.id}",
+            services.settings.heartbeat_seconds,
+            functools.partial(job_records.beat, services.database, job),
+            {"job_id": job.id},
+        ) as heartbeat,
         services.cancels.watching(job.id) as cancelled,
         services.quarantine.run(suspect, waiting),
     ):
@@ -477,33 +482,3 @@ class _FrameWatcher:
             eta_seconds=eta_seconds(self.frames_planned, frames_done, generated, now - self.started),
         )
         self.services.events.publish(self.job.id, event)
-
-
-class _Heartbeat:
-    """Refreshes the job's heartbeat every `heartbeat_seconds` until the job ends; notices a lost lease."""
-
-    def __init__(self, services: WorkerServices, job: ClaimedJob) -> None:
-        self.services = services
-        self.job = job
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{job.id}", daemon=True)
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.services.settings.heartbeat_seconds):
-            try:
-                held = job_records.beat(self.services.database, self.job)
-            except Exception:  # a database blip must not kill the job; the next beat retries
-                logger.warning("heartbeat failed", extra={"job_id": self.job.id}, exc_info=True)
-                continue
-            if not held:
-                self.lost.set()
-                return

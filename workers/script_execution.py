@@ -6,14 +6,17 @@ and answers its "cancelled?" from the row (read at most every `CANCEL_CHECK_SECO
 reply within a fraction of a second. Every change is followed by a "changed" message on the job's channel
 for the api's event stream; the row is the record, the message only says when to look.
 
-A job is claimed only from `queued`, so a message delivered twice runs it once. A scripts worker that dies
-mid-job leaves it `running` under its node name; the next worker of that name takes it back at start
-(`take_back_script_jobs`): queued again, or failed once its workers died `max_worker_deaths` times with it.
+A job is claimed only from `queued`, so a message delivered twice runs it once. While it runs, its row's
+heartbeat is refreshed every `heartbeat_seconds`; a scripts worker that dies mid-job leaves it `running` under
+its node name, and a sweeper takes it back (`workers.script_sweeper`): the next worker of that name at once, any
+scripts worker once the heartbeat is stale. A run whose job was taken back meanwhile stops at its next check and
+writes nothing more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -21,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
 from core.db import Database
@@ -40,6 +43,7 @@ from pipeline.drafting import (
 )
 from pipeline.drafting.jobs import DraftedScript
 from pipeline.model_loading import ModelLoadError
+from workers.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +63,10 @@ class ScriptServices:
 class RowObserver:
     """The drafting stage's `AttemptObserver` for one job: attempts go into its row, cancels come from it."""
 
-    def __init__(self, services: ScriptServices, script_id: str) -> None:
+    def __init__(self, services: ScriptServices, script_id: str, lost: threading.Event) -> None:
         self.services = services
         self.script_id = script_id
+        self.lost = lost  # set by the heartbeat once a sweeper took the job back: the run stops as if cancelled
         self._checked_at = 0.0
         self._cancelled = False
 
@@ -74,7 +79,10 @@ class RowObserver:
         )
 
     def cancelled(self) -> bool:
-        """Whether the job's cancel was asked for; the row is read at most every CANCEL_CHECK_SECONDS."""
+        """Whether the job's cancel was asked for (or the job is no longer this worker's); the row is read at most
+        every CANCEL_CHECK_SECONDS."""
+        if self.lost.is_set():
+            return True
         if not self._cancelled and time.monotonic() - self._checked_at >= CANCEL_CHECK_SECONDS:
             with self.services.database.reading() as session:
                 self._cancelled = bool(
@@ -101,9 +109,15 @@ def run_script_job(services: ScriptServices, script_id: str, worker: str) -> Non
         job = session.get_one(ScriptJob, script_id)
         task, source, options, max_attempts = job.task, job.source, dict(job.options), job.max_attempts
     budget = ModelBudget(max_attempts, services.settings.script_max_new_tokens)
-    observer = RowObserver(services, script_id)
+    heartbeat = Heartbeat(
+        f"heartbeat-{script_id}",
+        services.settings.heartbeat_seconds,
+        functools.partial(_beat, services.database, script_id, worker),
+        {"script_id": script_id},
+    )
+    observer = RowObserver(services, script_id, heartbeat.lost)
     try:
-        with services.model.held() as load_model:
+        with heartbeat, services.model.held() as load_model:
             if task == "draft":
                 request = DraftRequest(names=tuple(options["names"]), minutes=options["minutes"], tone=options["tone"])
                 result = draft_script(source, request, load_model(), budget, observer=observer)
@@ -112,45 +126,21 @@ def run_script_job(services: ScriptServices, script_id: str, worker: str) -> Non
                     source, load_model, budget, force_model=options["force_model"], observer=observer
                 )
     except DraftCancelled:
-        _finish(services, script_id, JobState.CANCELLED, error=None)
+        _finish(services, script_id, worker, JobState.CANCELLED, error=None)
     except (DraftingError, DraftInputError) as error:
-        _finish(services, script_id, JobState.FAILED, error=str(error))
+        _finish(services, script_id, worker, JobState.FAILED, error=str(error))
     except ModelLoadError as error:
-        _finish(services, script_id, JobState.FAILED, error=f"the script model did not load: {error}")
+        _finish(services, script_id, worker, JobState.FAILED, error=f"the script model did not load: {error}")
     except Exception as error:
         logger.exception("script job failed", extra={"script_id": script_id})
-        _finish(services, script_id, JobState.FAILED, error=f"the scripts worker failed: {type(error).__name__}")
+        error_line = f"the scripts worker failed: {type(error).__name__}"
+        _finish(services, script_id, worker, JobState.FAILED, error=error_line)
     else:
-        _finish(services, script_id, JobState.DONE, error=None, result=result)
-
-
-def take_back_script_jobs(database: Database, app_send: Callable[[str], None], worker: str, max_deaths: int) -> None:
-    """Jobs this worker's name held when a previous process of it died: queued and sent again, or failed."""
-    with database.session() as session:
-        held = session.scalars(
-            select(ScriptJob).where(ScriptJob.state == JobState.RUNNING, ScriptJob.worker == worker)
-        ).all()
-        again = []
-        for job in held:
-            if job.deliveries >= max_deaths:
-                job.state, job.finished_at = JobState.FAILED, utc_now()
-                job.error = (
-                    f"its scripts worker died {job.deliveries} times while running it (VOXCAST_MAX_WORKER_DEATHS); "
-                    "it is not tried again"
-                )
-            else:  # it starts over: the attempts of the run that died are not this run's
-                job.state, job.worker, job.attempt_log = JobState.QUEUED, None, []
-                again.append(job.id)
-        if held:
-            logger.warning(
-                "took back the script jobs of a dead scripts worker",
-                extra={"worker": worker, "jobs": ",".join(job.id for job in held)},
-            )
-    for script_id in again:
-        app_send(script_id)
+        _finish(services, script_id, worker, JobState.DONE, error=None, result=result)
 
 
 def _claim(database: Database, script_id: str, worker: str) -> bool:
+    now = utc_now()
     with database.session() as session:
         claimed = session.execute(
             update(ScriptJob)
@@ -158,23 +148,45 @@ def _claim(database: Database, script_id: str, worker: str) -> bool:
             .values(
                 state=JobState.RUNNING,
                 worker=worker,
-                started_at=utc_now(),
+                started_at=now,
+                heartbeat_at=now,
                 deliveries=ScriptJob.deliveries + 1,
             )
         )
         return claimed.rowcount == 1
 
 
+def _held(script_id: str, worker: str) -> ColumnElement[bool]:
+    """The job's row while `worker` runs it (and no sweeper took it back)."""
+    return (ScriptJob.id == script_id) & (ScriptJob.state == JobState.RUNNING) & (ScriptJob.worker == worker)
+
+
+def _beat(database: Database, script_id: str, worker: str) -> bool:
+    """Refresh the job's heartbeat; False once `worker` no longer holds it."""
+    with database.session() as session:
+        return (
+            session.execute(update(ScriptJob).where(_held(script_id, worker)).values(heartbeat_at=utc_now())).rowcount
+            == 1
+        )
+
+
 def _finish(
     services: ScriptServices,
     script_id: str,
+    worker: str,
     state: JobState,
     *,
     error: str | None,
     result: DraftedScript | None = None,
 ) -> None:
+    """Store the outcome, unless a sweeper took the job back meanwhile (its new run's row is not this run's to end)."""
     with services.database.session() as session:
-        job = session.get_one(ScriptJob, script_id)
+        job = session.scalar(select(ScriptJob).where(_held(script_id, worker)))
+        if job is None:
+            logger.warning(
+                "script job was taken back while it ran; its outcome is dropped", extra={"script_id": script_id}
+            )
+            return
         _store_outcome(session, job, state, error, result)
     logger.info("script job ended", extra={"script_id": script_id, "state": state.value})
     services.events.script_changed(script_id)

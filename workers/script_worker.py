@@ -24,7 +24,8 @@ from core.logging import configure_logging
 from core.settings import Settings
 from pipeline.drafting import ChatModel
 from workers.celery_app import RUN_SCRIPT_TASK, create_celery_app, enqueue_script, scripts_node_name
-from workers.script_execution import IdleModel, ScriptServices, run_script_job, take_back_script_jobs
+from workers.script_execution import IdleModel, ScriptServices, run_script_job
+from workers.script_sweeper import ScriptSweeper
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +69,12 @@ def _migrate(**_: Any) -> None:
 
 
 @signals.worker_ready.connect
-def _take_back_and_announce(sender: Any = None, **_: Any) -> None:
-    """Jobs a previous process of this name held when it died run again (or fail, past the limit); then ready."""
+def _sweep_and_announce(sender: Any = None, **_: Any) -> None:
+    """Start the sweeper (its first round takes back what a previous process of this name held); then ready."""
     services = script_services()
     name = getattr(sender, "hostname", None) or scripts_node_name()
-    take_back_script_jobs(
-        services.database,
-        lambda script_id: enqueue_script(app, services.settings.redis_namespace, script_id),
-        worker=name,
-        max_deaths=services.settings.max_worker_deaths,
-    )
+    namespace = services.settings.redis_namespace
+    ScriptSweeper(
+        services.settings, services.database, lambda script_id: enqueue_script(app, namespace, script_id), name
+    ).start()
     logger.info("scripts worker ready", extra={"node": name, "script_model": services.settings.script_model})

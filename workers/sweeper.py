@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Literal
 
 import redis
 from celery import Celery
@@ -32,16 +33,20 @@ from core.models import Job, JobState, utc_now
 from core.retention import apply_retention
 from core.settings import Settings
 from core.storage import DataFolder
-from workers.celery_app import QUEUE_KINDS, broker_key_prefix, enqueue_job, priority_list_keys
+from workers.celery_app import QUEUE_KINDS, QueueKind, broker_key_prefix, enqueue_job, priority_list_keys
 from workers.job_records import AbandonedJob, release_abandoned_jobs
+from workers.periodic import Periodic
 
 logger = logging.getLogger(__name__)
 
 
-def job_ids_in_broker(client: redis.Redis, namespace: str) -> set[str]:
-    """Ids of the jobs whose task message Redis holds, waiting in a queue or delivered but unacknowledged."""
+def job_ids_in_broker(
+    client: redis.Redis, namespace: str, kinds: Sequence[QueueKind | Literal["scripts"]] = QUEUE_KINDS
+) -> set[str]:
+    """Ids of the jobs whose task message Redis holds, waiting in one of the `kinds` of queue or delivered (to any
+    queue's worker) but unacknowledged."""
     payloads: list[bytes] = []
-    for kind in QUEUE_KINDS:
+    for kind in kinds:
         for key in priority_list_keys(namespace, kind):
             payloads += client.lrange(key, 0, -1)
     found = {_task_id(json.loads(payload)) for payload in payloads}
@@ -94,24 +99,15 @@ def sweep(settings: Settings, database: Database, celery: Celery, client: redis.
     return resent
 
 
-class Sweeper:
+class Sweeper(Periodic):
     """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs)."""
 
     def __init__(self, settings: Settings, database: Database, celery: Celery, interval: float) -> None:
+        super().__init__("voxcast-sweeper", interval, self._round)
         self.settings = settings
         self.database = database
         self.celery = celery
-        self.interval = interval
         self.client = redis.Redis.from_url(settings.redis_url)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="voxcast-sweeper", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def keep_house(self) -> None:
         """Finish interrupted deletes, and remove what the retention policy no longer keeps."""
@@ -119,15 +115,8 @@ class Sweeper:
         empty_trash(self.database, data)
         apply_retention(self.settings, self.database, data, utc_now())
 
-    def _run(self) -> None:
-        while True:
-            try:
-                sweep(self.settings, self.database, self.celery, self.client)
-            except Exception:  # Redis or the database down for a moment: try again next round
-                logger.warning("sweep failed; retrying", exc_info=True)
-            try:
-                self.keep_house()
-            except Exception:  # a file that cannot be removed now must not hold the re-enqueues back
-                logger.warning("housekeeping failed; retrying", exc_info=True)
-            if self._stop.wait(self.interval):
-                return
+    def _round(self) -> None:
+        try:
+            sweep(self.settings, self.database, self.celery, self.client)
+        finally:  # a sweep that failed must not hold the housekeeping back, nor a failed housekeeping the sweeps
+            self.keep_house()

@@ -1,0 +1,122 @@
+"""The scripts workers' sweeper: script jobs a dead scripts worker held, or whose message the broker lost, run again.
+
+Like the speech workers' sweeper (`workers.sweeper`), with the database as the record and Redis only carrying
+messages:
+- a running script job proves its worker alive with a heartbeat (`workers.heartbeat`); one silent for
+  `stale_after_seconds` (its worker killed, hung, or on a host that never came back) is queued and sent again,
+  or failed once its workers died `max_worker_deaths` times with it. A scripts worker that starts also takes back
+  at once what a previous process of its node name held, without waiting for the heartbeat to go stale.
+- a queued script job older than `stale_after_seconds` whose message is in no queue and not unacknowledged
+  (Redis restarted empty) is sent again.
+Every scripts worker sweeps, every `heartbeat_seconds`: with none running, nothing could run the jobs anyway. A
+message sent twice is harmless, since a script job is claimed only from `queued`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import redis
+from sqlalchemy import or_, select
+
+from core.db import Database
+from core.models import JobState, ScriptJob, utc_now
+from core.settings import Settings
+from workers.celery_app import SCRIPTS_QUEUE
+from workers.periodic import Periodic
+from workers.sweeper import job_ids_in_broker
+
+logger = logging.getLogger(__name__)
+
+SendScript = Callable[[str], None]  # sends a script job's message
+
+
+def take_back_script_jobs(
+    database: Database,
+    send: SendScript,
+    *,
+    max_deaths: int,
+    worker: str | None = None,
+    stale_after: float | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    """Running script jobs whose worker is gone: held under `worker` (a previous process of this node name), or
+    silent for `stale_after` seconds. Each is queued and sent again, or failed past `max_deaths`; the ids sent."""
+    now = now or utc_now()
+    gone = []
+    if worker is not None:
+        gone.append(ScriptJob.worker == worker)
+    if stale_after is not None:
+        silent_since = now - timedelta(seconds=stale_after)
+        gone.append(ScriptJob.heartbeat_at.is_(None) | (ScriptJob.heartbeat_at < silent_since))
+    if not gone:
+        return []
+    with database.session() as session:
+        held = session.scalars(select(ScriptJob).where(ScriptJob.state == JobState.RUNNING, or_(*gone))).all()
+        again = []
+        for job in held:
+            if job.deliveries >= max_deaths:
+                job.state, job.finished_at, job.worker = JobState.FAILED, now, None
+                job.error = (
+                    f"its scripts worker died {job.deliveries} times while running it (VOXCAST_MAX_WORKER_DEATHS); "
+                    "it is not tried again"
+                )
+            else:  # it starts over: the attempts of the run that died are not this run's
+                job.state, job.worker, job.attempt_log = JobState.QUEUED, None, []
+                again.append(job.id)
+        if held:
+            logger.warning(
+                "took back the script jobs of a dead scripts worker",
+                extra={"worker": worker or "silent", "jobs": ",".join(job.id for job in held)},
+            )
+    for script_id in again:
+        send(script_id)
+    return again
+
+
+def resend_lost_script_jobs(
+    database: Database, client: redis.Redis, namespace: str, send: SendScript, stale_after: float
+) -> list[str]:
+    """Queued script jobs older than `stale_after` seconds that Redis holds no message for, sent again; their ids."""
+    cutoff = utc_now() - timedelta(seconds=stale_after)
+    with database.reading() as session:
+        waiting = session.scalars(
+            select(ScriptJob.id).where(ScriptJob.state == JobState.QUEUED, ScriptJob.created_at < cutoff)
+        ).all()
+    if not waiting:
+        return []
+    in_broker = job_ids_in_broker(client, namespace, kinds=(SCRIPTS_QUEUE,))
+    lost = [script_id for script_id in waiting if script_id not in in_broker]
+    for script_id in lost:
+        logger.warning("broker lost a queued script job; sent again", extra={"script_id": script_id})
+        send(script_id)
+    return lost
+
+
+class ScriptSweeper(Periodic):
+    """Every `heartbeat_seconds`: silent script jobs taken back, lost messages sent again. The first round also
+    takes back what this node name held (a previous process of it died)."""
+
+    def __init__(self, settings: Settings, database: Database, send: SendScript, node_name: str) -> None:
+        super().__init__("voxcast-script-sweeper", settings.heartbeat_seconds, self._round)
+        self.settings = settings
+        self.database = database
+        self.send = send
+        self.node_name: str | None = node_name  # cleared after the first round
+        self.client = redis.Redis.from_url(settings.redis_url)
+
+    def _round(self) -> None:
+        settings = self.settings
+        take_back_script_jobs(
+            self.database,
+            self.send,
+            max_deaths=settings.max_worker_deaths,
+            worker=self.node_name,
+            stale_after=settings.stale_after_seconds,
+        )
+        self.node_name = None
+        resend_lost_script_jobs(
+            self.database, self.client, settings.redis_namespace, self.send, settings.stale_after_seconds
+        )
