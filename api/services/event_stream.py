@@ -19,22 +19,19 @@ the only source when Redis does not answer (then progress comes from it too, onc
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator
 
 import anyio
-import redis
 from fastapi.sse import format_sse_event
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices, Caller
 from api.schemas import JobView, SegmentReady
+from api.services.channel_subscription import ChannelSubscription
 from api.services.jobs import job_view, owned_job
 from core.job_events import JOB_EVENT, AudioEvent, ProgressEvent, SegmentEvent, StateEvent, job_channel
 from core.models import FINAL_STATES
-
-logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
@@ -46,37 +43,15 @@ def read_job_view(services: ApiServices, caller: Caller, job_id: str) -> JobView
         return job_view(session, owned_job(session, caller, job_id))
 
 
-class JobSubscription:
-    """The job's pub/sub channel, or nothing once Redis fails (the stream then lives on database reads)."""
+class JobSubscription(ChannelSubscription):
+    """The job's channel, its messages read as job events."""
 
     def __init__(self, services: ApiServices, job_id: str) -> None:
-        self.pubsub = services.redis.pubsub()
-        self.channel = job_channel(services.settings.redis_namespace, job_id)
-        self.alive = False
-
-    async def open(self) -> None:
-        try:
-            await self.pubsub.subscribe(self.channel)
-            self.alive = True
-        except (redis.RedisError, OSError) as error:
-            logger.warning("no Redis for job events; reading the database", extra={"error": str(error)})
+        super().__init__(services.redis, job_channel(services.settings.redis_namespace, job_id), "job events")
 
     async def next_event(self, timeout: float) -> ProgressEvent | SegmentEvent | AudioEvent | StateEvent | None:
-        if not self.alive:
-            return None
-        try:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
-        except (redis.RedisError, OSError) as error:
-            logger.warning("lost Redis for job events; reading the database", extra={"error": str(error)})
-            self.alive = False
-            return None
-        return None if message is None else JOB_EVENT.validate_json(message["data"])
-
-    async def close(self) -> None:
-        try:
-            await self.pubsub.aclose()
-        except (redis.RedisError, OSError):
-            pass
+        data = await self.next_message(timeout)
+        return None if data is None else JOB_EVENT.validate_json(data)
 
 
 async def job_event_stream(

@@ -23,6 +23,7 @@ from starlette.datastructures import UploadFile
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView, ScriptWarningView
+from api.services.cancellation import request_cancel
 from api.services.job_limits import (
     GenerationLimits,
     check_audio_minutes,
@@ -259,16 +260,7 @@ def list_jobs(
 def cancel_job(session: Session, caller: Caller, job_id: str) -> JobView:
     """A queued job is cancelled at once; a running one stops at its worker's next frame."""
     job = owned_job(session, caller, job_id)
-    if job.job_state in (JobState.DONE, JobState.FAILED):
-        raise Conflict(f"job {job_id} is already {job.state}; there is nothing to cancel")
-    now = utc_now()
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.state == JobState.QUEUED)
-        .values(state=JobState.CANCELLED, cancel_requested=True, finished_at=now)
-    )
-    session.execute(update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(cancel_requested=True))
-    session.refresh(job)
+    request_cancel(session, job, "job")
     logger.info("job cancel requested", extra={"job_id": job_id, "state": job.state})
     return job_view(session, job)
 
@@ -412,9 +404,9 @@ def _position(session: Session, job: Job) -> int | None:
 
 
 def _key_name(session: Session, key_id: int) -> str:
-    """The name of the key that owns a job (looked up once per key and session: an admin's list names a few)."""
-    key = session.get(ApiKey, key_id)
-    return key.name if key is not None else f"key {key_id}"
+    """The name of the key that owns a job (looked up once per key and session: an admin's list names a few). A
+    job's key always exists: deleting a key deletes its jobs."""
+    return session.get_one(ApiKey, key_id).name
 
 
 def _bitrates(job: Job) -> dict[str, int]:

@@ -13,23 +13,19 @@ no Redis) delays an event by a second at most and loses none.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator
 
 import anyio
-import redis
-import redis.asyncio
 from fastapi.sse import format_sse_event
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices, Caller
 from api.schemas import ScriptAttemptView, ScriptView
+from api.services.channel_subscription import ChannelSubscription
 from api.services.script_jobs import owned_script, script_view
 from core.job_events import script_channel
 from core.models import FINAL_STATES
-
-logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
@@ -43,14 +39,15 @@ def read_script_view(services: ApiServices, caller: Caller, script_id: str) -> S
 
 async def script_event_stream(services: ApiServices, caller: Caller, script_id: str) -> AsyncIterator[bytes]:
     """The job's events until its final state."""
-    pubsub = services.redis.pubsub()
-    listening = await _subscribe(pubsub, script_channel(services.settings.redis_namespace, script_id))
+    namespace = services.settings.redis_namespace
+    subscription = ChannelSubscription(services.redis, script_channel(namespace, script_id), "script events")
+    await subscription.open()
     try:
         view = await run_in_threadpool(read_script_view, services, caller, script_id)
         yield _state(view)
         last_sent = time.monotonic()
         while view.state not in FINAL_STATES:
-            listening = await _wait(pubsub, listening)
+            await _wait(subscription)
             previous, view = view, await run_in_threadpool(read_script_view, services, caller, script_id)
             for attempt in _changed_attempts(previous.attempts, view.attempts):
                 yield format_sse_event(data_str=attempt.model_dump_json(), event="attempt")
@@ -62,10 +59,7 @@ async def script_event_stream(services: ApiServices, caller: Caller, script_id: 
                 yield format_sse_event(comment="keep-alive")
                 last_sent = time.monotonic()
     finally:
-        try:
-            await pubsub.aclose()
-        except (redis.RedisError, OSError):
-            pass
+        await subscription.close()
 
 
 def _changed_attempts(before: list[ScriptAttemptView], after: list[ScriptAttemptView]) -> list[ScriptAttemptView]:
@@ -73,28 +67,14 @@ def _changed_attempts(before: list[ScriptAttemptView], after: list[ScriptAttempt
     return [attempt for index, attempt in enumerate(after) if index >= len(before) or before[index] != attempt]
 
 
-async def _subscribe(pubsub: redis.asyncio.client.PubSub, channel: str) -> bool:
-    try:
-        await pubsub.subscribe(channel)
-        return True
-    except (redis.RedisError, OSError) as error:
-        logger.warning("no Redis for script events; reading the database", extra={"error": str(error)})
-        return False
-
-
-async def _wait(pubsub: redis.asyncio.client.PubSub, listening: bool) -> bool:
-    """Until the worker says the row changed, or POLL_SECONDS passed; whether Redis still answers."""
-    if listening:
-        deadline = time.monotonic() + POLL_SECONDS
-        try:
-            while (left := deadline - time.monotonic()) > 0:
-                if await pubsub.get_message(ignore_subscribe_messages=True, timeout=left) is not None:
-                    return True
-            return True
-        except (redis.RedisError, OSError) as error:
-            logger.warning("lost Redis for script events; reading the database", extra={"error": str(error)})
-    await anyio.sleep(POLL_SECONDS)
-    return False
+async def _wait(subscription: ChannelSubscription) -> None:
+    """Until the worker says the row changed, or POLL_SECONDS passed."""
+    deadline = time.monotonic() + POLL_SECONDS
+    while (left := deadline - time.monotonic()) > 0:
+        if not subscription.alive:
+            await anyio.sleep(left)
+        elif await subscription.next_message(left) is not None:
+            return
 
 
 def _state(view: ScriptView) -> bytes:

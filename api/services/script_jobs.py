@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import ScriptAttemptView, ScriptDraftCreate, ScriptNormaliseCreate, ScriptView
+from api.services.cancellation import request_cancel
 from api.services.job_limits import check_in_flight
 from api.services.worker_report import RedisUnavailable
 from core.models import FINAL_STATES, JobState, ScriptJob, utc_now
@@ -117,19 +118,7 @@ def list_scripts(session: Session, caller: Caller, *, state: str | None, limit: 
 def cancel_script(session: Session, caller: Caller, script_id: str) -> ScriptView:
     """A queued job is cancelled at once; a running one stops within a fraction of a second of the model's reply."""
     job = owned_script(session, caller, script_id)
-    if job.job_state in (JobState.DONE, JobState.FAILED):
-        raise Conflict(f"script job {script_id} is already {job.state}; there is nothing to cancel")
-    session.execute(
-        update(ScriptJob)
-        .where(ScriptJob.id == script_id, ScriptJob.state == JobState.QUEUED)
-        .values(state=JobState.CANCELLED, cancel_requested=True, finished_at=utc_now())
-    )
-    session.execute(
-        update(ScriptJob)
-        .where(ScriptJob.id == script_id, ScriptJob.state == JobState.RUNNING)
-        .values(cancel_requested=True)
-    )
-    session.refresh(job)
+    request_cancel(session, job, "script job")
     logger.info("script job cancel requested", extra={"script_id": script_id, "state": job.state})
     return script_view(job)
 
