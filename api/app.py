@@ -36,11 +36,13 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade_database(database_url(settings))
+        data = DataFolder.from_settings(settings)
+        data.files.check()  # a store that cannot be reached stops the api at start, saying which and why
         redis_client = redis.asyncio.Redis.from_url(settings.redis_url)
         services = ApiServices(
             settings=settings,
             database=Database.from_settings(settings),
-            data=DataFolder(settings.data_dir),
+            data=data,
             celery=create_celery_app(settings),
             redis=redis_client,
             limiter=RateLimiter(redis_client, settings.redis_namespace, settings.max_requests_per_minute),

@@ -243,6 +243,12 @@ class VoiceList(BaseModel):
     voices: list[VoiceView]
 
 
+class VoiceRename(_Body):
+    """A library voice's new name, held to the rules of an upload's `name`: 1 to 100 printable characters."""
+
+    name: ShortText
+
+
 class PriorityChange(_Body):
     priority: int = Field(ge=0, le=9)
 

@@ -2,7 +2,8 @@
 
 1. The job's folder moves into the data folder's trash, in one rename: none of its files is served from then on.
 2. Its rows (the job, then its segments) are deleted, on condition that it has still ended.
-3. The trash copy is removed, and the caller commits.
+3. The trash copy is removed, then the store's copy (`core.file_store`: an S3 bucket's objects), and the caller
+   commits.
 
 A crash after step 1 leaves the job's row with its files in the trash: deleting it again, or the sweeper
 (`empty_trash`), carries on; the sweeper also removes a trash copy whose job has no row any more. A crash before
@@ -55,6 +56,7 @@ def delete_job(session: Session, data: DataFolder, job: Job) -> None:
     session.execute(delete(JobSegment).where(JobSegment.job_id == job_id))
     session.flush()
     shutil.rmtree(trash, ignore_errors=True)
+    data.files.remove(data.job(job_id).root)  # the store's copy (with the folder alone: nothing is left there)
     logger.info("job deleted", extra={"job_id": job_id})
 
 

@@ -14,7 +14,6 @@ them (it looks at the jobs claimed in the last `LEFTOVER_WINDOW`).
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -25,7 +24,6 @@ from core.job_deletion import JobNotEnded, delete_job
 from core.models import FINAL_STATES, Job, JobSegment
 from core.settings import Settings
 from core.storage import DataFolder
-from core.storage_usage import folder_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +99,9 @@ def _remove_intermediates(database: Database, data: DataFolder, job_id: str, now
 def _remove_segments(database: Database, data: DataFolder, job_id: str) -> None:
     """Remove the job's segments folder, and record the bytes its folder holds without it."""
     folder = data.job(job_id)
-    shutil.rmtree(folder.segments, ignore_errors=True)
+    data.files.remove(folder.segments)
     with database.session() as session:
-        session.execute(update(Job).where(Job.id == job_id).values(storage_bytes=folder_bytes(folder.root)))
+        session.execute(update(Job).where(Job.id == job_id).values(storage_bytes=data.files.tree_bytes(folder.root)))
 
 
 def _remove_leftovers(database: Database, data: DataFolder, now: datetime) -> None:
@@ -112,5 +110,5 @@ def _remove_leftovers(database: Database, data: DataFolder, now: datetime) -> No
     with database.reading() as session:
         claimed = list(session.scalars(query))
     for job_id in claimed:
-        if data.job(job_id).segments.exists():
+        if data.files.holds(data.job(job_id).segments):
             _remove_segments(database, data, job_id)

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
+from core.file_store import parse_s3_url
 from pipeline.drafting.jobs import MAX_ATTEMPTS_LIMIT, MIN_REPLY_TOKENS
 
 ENV_PREFIX = "VOXCAST_"
@@ -47,6 +48,11 @@ class Settings(BaseSettings):
     # on a GPU a step of every row costs about one row's). None: the engine's default, 1.5.
     engine_interactive_slowdown: float | None = Field(None, ge=1)
     database_url: str | None = None  # SQLAlchemy URL; None: a SQLite file under data_dir
+    # Where job files and voices are kept for every host: None, the data folder alone (one machine, or a folder the
+    # hosts share); "s3://bucket/prefix", an S3-compatible bucket, each host's data folder its scratch (credentials
+    # from the usual AWS variables: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION)
+    storage_url: str | None = None
+    storage_endpoint_url: str | None = None  # an S3-compatible server (MinIO, Ceph, ...); None: AWS itself
     redis_url: str = "redis://127.0.0.1:6379/0"  # Celery broker and job-progress pub/sub
     redis_namespace: str = "voxcast"  # prefix of every queue, key and channel voxcast uses in Redis
     api_host: str = "127.0.0.1"
@@ -108,6 +114,20 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("storage_url")
+    @classmethod
+    def _s3_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_s3_url(value)
+        return value
+
+    @field_validator("storage_endpoint_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -8,7 +8,8 @@
     <data_dir>/jobs/<job id>/outputs/episode.<ext>    the finished episode and its .srt/.vtt/.chapters.json
 
 A job's inputs are copied rather than referenced, so deleting a voice never breaks a job that used it.
-Every file is written to a temporary sibling, flushed to disk and renamed into place.
+Every file is written to a temporary sibling, flushed to disk and renamed into place. With an object store
+(`core.file_store`), the same layout is the bucket's, under its prefix, and this folder is scratch.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 import soundfile as sf
 
+from core.file_store import FileStore, LocalFiles, file_store
 from tokenizer.rates import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    from core.settings import Settings
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -219,9 +224,22 @@ class JobFolder:
 
 @dataclass(frozen=True)
 class DataFolder:
-    """The service's data folder: voices and jobs, addressed by id."""
+    """The service's data folder: voices and jobs, addressed by id; `files` says where they are kept for every host
+    (`core.file_store`: this folder alone, or an S3-compatible bucket with this folder as scratch)."""
 
     root: Path
+    files: FileStore
+
+    @classmethod
+    def local(cls, root: Path) -> DataFolder:
+        """The folder alone (one machine, or a folder the hosts share)."""
+        return cls(root, LocalFiles(root))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DataFolder:
+        """`VOXCAST_DATA_DIR`, with the store `VOXCAST_STORAGE_URL` names (none: the folder alone)."""
+        root = settings.data_dir
+        return cls(root, file_store(root, settings.storage_url, settings.storage_endpoint_url))
 
     def job(self, job_id: str) -> JobFolder:
         return JobFolder(self.root / "jobs" / _checked_id(job_id))

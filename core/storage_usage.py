@@ -9,7 +9,6 @@ a key cannot pass its quota by submitting several long jobs at once. Voices coun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -36,13 +35,6 @@ class KeyUsage:
     audio_minutes: float  # of the finished episodes
 
 
-def folder_bytes(path: Path) -> int:
-    """The size of every file under `path` (0 when it does not exist)."""
-    if not path.exists():
-        return 0
-    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
-
-
 def expected_job_bytes(estimated_seconds: float, formats: list[str]) -> int:
     """What generating `estimated_seconds` of audio in `formats` will write, at most (the plan's estimate)."""
     per_second = _SEGMENT_BYTES_PER_SECOND + sum(AUDIO_FORMATS[name].bytes_per_second for name in formats)
@@ -57,7 +49,7 @@ def key_usage(session: Session, data: DataFolder, key: ApiKey) -> KeyUsage:
         )
     ).one()
     voice_ids = list(session.scalars(select(Voice.id).where(Voice.owner_id == key.id)))
-    voice_bytes = sum(path.stat().st_size for path in map(data.voice, voice_ids) if path.is_file())
+    voice_bytes = sum(size for path in map(data.voice, voice_ids) if (size := data.files.size(path)) is not None)
     return KeyUsage(key.id, key.name, int(job_bytes) + voice_bytes, jobs, len(voice_ids), (seconds or 0.0) / 60)
 
 

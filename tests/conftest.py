@@ -356,3 +356,12 @@ def tiny_instruct_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pipeline.tiny_instruct import write_tiny_instruct_checkpoint
 
     return write_tiny_instruct_checkpoint(tmp_path_factory.mktemp("tiny-instruct"))
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """An S3-compatible server (moto's, a process of its own: see `tests.s3_server`) for the session."""
+    from tests.s3_server import running_s3_server
+
+    with running_s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as server:
+        yield server

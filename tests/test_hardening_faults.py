@@ -17,11 +17,10 @@ tmpfs are this module's own, so killing or filling them disturbs nobody else.
 
 from __future__ import annotations
 
-import re
-
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess

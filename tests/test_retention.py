@@ -23,7 +23,7 @@ DAY = timedelta(days=1)
 
 @pytest.fixture
 def data(tmp_path: Path) -> DataFolder:
-    return DataFolder(tmp_path / "data")
+    return DataFolder.local(tmp_path / "data")
 
 
 def add_job(database: Database, data: DataFolder, state: JobState, finished_days_ago: float | None) -> str:

@@ -178,6 +178,48 @@ def test_voice_uploads_are_checked(alice: httpx.Client, alice_voice: str, tmp_pa
     assert rate == 24_000 and len(samples) / rate == pytest.approx(4.0, abs=0.01)
 
 
+BAD_VOICE_NAMES = [
+    ("", "at least 1 character"),
+    ("x" * 101, "at most 100 characters"),
+    ("line\nbreak", "only printable text is allowed"),
+]
+
+
+def test_a_voice_is_renamed_by_its_owner_under_the_uploads_name_rules(
+    stack, alice: httpx.Client, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    voice = upload_voice(alice, voice_wav, "first take")
+    renamed = alice.patch(f"/v1/voices/{voice}", json={"name": "Narrator – warm"})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["name"] == "Narrator – warm" and renamed.json()["id"] == voice
+    assert alice.get(f"/v1/voices/{voice}").json()["name"] == "Narrator – warm"
+
+    for name, rule in BAD_VOICE_NAMES:
+        refused = alice.patch(f"/v1/voices/{voice}", json={"name": name})
+        assert refused.status_code == 422, (name, refused.text)
+        [problem] = refused.json()["detail"]
+        assert problem["field"] == "name" and rule in problem["msg"], problem
+        if not name:
+            continue  # a form sends an empty field as no field: the upload says "Field required"
+        with voice_wav.open("rb") as handle:  # an upload's name is held to the very same rule
+            upload = alice.post("/v1/voices", data={"name": name}, files={"file": ("v.wav", handle, "audio/wav")})
+        assert upload.status_code == 422 and upload.json()["detail"][0]["msg"] == problem["msg"], upload.text
+    for body, field in [({}, "name"), ({"name": "ok", "colour": "red"}, "colour")]:
+        refused = alice.patch(f"/v1/voices/{voice}", json=body)
+        assert refused.status_code == 422 and [p["field"] for p in refused.json()["detail"]] == [field], refused.text
+    assert alice.get(f"/v1/voices/{voice}").json()["name"] == "Narrator – warm"  # nothing refused changed it
+
+    bob = stack.client(stack.mint_key("bob the renamer"))
+    absent = "0" * 32
+    for client, voice_id in [(bob, voice), (alice, absent)]:
+        missing = client.patch(f"/v1/voices/{voice_id}", json={"name": "mine now"})
+        assert missing.status_code == 404 and missing.json()["detail"] == f"no voice {voice_id}", missing.text
+    not_an_id = alice.patch("/v1/voices/not-an-id", json={"name": "x"})
+    assert not_an_id.status_code == 422 and not_an_id.json()["detail"][0]["field"] == "voice_id"
+    assert alice.get(f"/v1/voices/{voice}").json()["name"] == "Narrator – warm"
+    assert alice.delete(f"/v1/voices/{voice}").status_code == 204
+
+
 def test_cancel_stops_a_running_job(alice: httpx.Client, alice_voice: str) -> None:
     job_id = submit(alice, LONG_SCRIPT, alice_voice, mode="turns").json()["id"]
     deadline = time.monotonic() + 60

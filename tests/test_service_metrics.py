@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.settings import Settings
 from tests.conftest import free_port
-from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, upload_voice, wait_for
+from tests.service_client import submit_four_turns, upload_voice, wait_for
 from workers.celery_app import RUN_JOB_TASK, create_celery_app
 from workers.metrics import WorkerMetrics
 
@@ -89,18 +89,6 @@ def stack(make_service_stack):  # type: ignore[no-untyped-def]
     return stack
 
 
-def submit(client: httpx.Client, voice: str) -> str:
-    body = {
-        "script": FOUR_TURNS,
-        "voices": {"Alice": voice, "Bob": voice},
-        "mode": "turns",
-        "settings": FOUR_TURNS_SETTINGS,
-    }
-    response = client.post("/v1/jobs", json=body)
-    assert response.status_code == 202, response.text
-    return response.json()["id"]
-
-
 def scrape(client: httpx.Client) -> Samples:
     response = client.get("/metrics")
     assert response.status_code == 200, response.text
@@ -126,7 +114,7 @@ def test_metrics_follow_jobs_from_the_queue_to_their_end(stack, voice_wav: Path)
     with TaskEvents(stack.settings) as events:  # listening before the first job is sent
         # Queued before any worker runs: the database and the broker both show them waiting. The second job's voice is
         # taken from its inputs, so that the worker fails it.
-        job_id, failing = submit(admin, voice), submit(admin, voice)
+        job_id, failing = submit_four_turns(admin, voice), submit_four_turns(admin, voice)
         for recording in (stack.root / "data" / "jobs" / failing / "inputs" / "voices").glob("*.wav"):
             recording.unlink()
         time.sleep(0.3)

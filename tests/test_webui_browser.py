@@ -127,6 +127,11 @@ def pick(page, dropdown: str, option: str) -> None:  # type: ignore[no-untyped-d
     page.get_by_role("option", name=option).first.click()
 
 
+def history_rows(page):  # type: ignore[no-untyped-def]
+    """The History table's rows of jobs (Gradio's Dataframe: ARIA rows of grid cells, below the header row)."""
+    return page.locator("#history-table [role=row]").filter(has=page.get_by_role("gridcell"))
+
+
 def assert_no_stack_trace(page) -> None:  # type: ignore[no-untyped-def]
     expect(page.locator("body")).not_to_contain_text("Traceback")
     expect(page.locator("body")).not_to_contain_text('File "')
@@ -178,9 +183,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     bob_page = open_studio(bob_key, expected="Connected with a user key")
     expect(bob_page.get_by_role("tab", name="Admin")).to_have_count(0)
     bob_page.get_by_role("tab", name="History").click()
-    expect(bob_page.locator(f'#history-table tr[data-job="{job_id}"]')).to_be_visible()
-    pick(bob_page, "#history-job", "Bob's long episode")
-    bob_page.locator("#history-open").click()
+    history_rows(bob_page).filter(has_text="Bob's long episode").get_by_role("gridcell").first.click()
     expect(bob_page.locator(f'#job-progress .vx-job[data-job="{job_id}"]')).to_be_visible()
     expect(bob_page.locator("#cancel-job")).to_be_visible()  # a job in flight can be cancelled
     if stack.workers:  # with a worker the job may already run; without one it waits, first in line
@@ -190,7 +193,8 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
 
     alice_page = open_studio(stack.mint_key("alice"), expected="Connected with a user key")
     alice_page.get_by_role("tab", name="History").click()
-    expect(alice_page.locator("#history-table")).to_contain_text("No jobs yet")
+    expect(alice_page.locator("#history-empty")).to_contain_text("No jobs yet")
+    expect(alice_page.locator("#history-table")).to_be_hidden()
     expect(alice_page.get_by_role("tab", name="Admin")).to_have_count(0)
 
     admin = open_studio(stack.mint_key("ops", admin=True), expected="Connected with an admin key")
@@ -258,6 +262,189 @@ def test_api_errors_appear_beside_their_field(
     expect(page.locator("#speaker-1-problem .vx-field-error")).to_contain_text("silent.wav' is silent")
     expect(page.locator("#speaker-2-problem")).to_be_empty()
     expect(page.locator("#job-progress")).to_be_empty()
+    assert_no_stack_trace(page)
+
+
+def test_the_voice_library_renames_deletes_and_adds_an_example_voice_once(
+    stack: ServiceStack, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("librarian")
+    client = stack.client(key)
+    kept = upload_voice(client, voice_wav, "Take one")
+    doomed = upload_voice(client, voice_wav, "Old take")
+    page = open_studio(key)
+    page.locator("#script textarea").fill(SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+    expect(page.locator("#library tbody tr")).to_have_count(2)
+
+    # A name the api refuses is shown beside the library, in the api's words, and changes nothing.
+    pick(page, "#library-voice", "Take one")
+    expect(page.locator("#library-rename-to textarea")).to_have_value("Take one")
+    page.locator("#library-rename-to textarea").fill("x" * 101)
+    page.locator("#library-rename").click()
+    expect(page.locator("#library-problem .vx-field-error")).to_contain_text("at most 100 characters")
+    assert client.get(f"/v1/voices/{kept}").json()["name"] == "Take one"
+    page.locator("#library-rename-to textarea").fill("Narrator")
+    page.locator("#library-rename").click()
+    expect(page.locator("#library-problem")).to_contain_text("Renamed to Narrator.")
+    expect(page.locator("#library tbody tr").first).to_contain_text("Narrator")
+    assert client.get(f"/v1/voices/{kept}").json()["name"] == "Narrator"
+    pick(page, "#speaker-1-voice", "Narrator")  # the speakers' pickers have the new name too
+
+    # Delete asks first and can be taken back; then the voice goes, and the speaker who had it has none.
+    pick(page, "#speaker-2-voice", "Old take")
+    expect(page.locator("#speaker-2-uses .vx-voice-use")).to_have_attribute("data-uses", "library")
+    pick(page, "#library-voice", "Old take")
+    page.locator("#library-delete").click()
+    expect(page.locator("#library-confirm-text")).to_contain_text("Delete “Old take” from your library?")
+    page.locator("#library-keep").click()
+    expect(page.locator("#library-confirm-delete")).to_be_hidden()
+    assert client.get(f"/v1/voices/{doomed}").status_code == 200
+    page.locator("#library-delete").click()
+    page.locator("#library-confirm-delete").click()
+    expect(page.locator("#library-problem")).to_contain_text("Deleted Old take.")
+    expect(page.locator("#library tbody tr")).to_have_count(1)
+    assert client.get(f"/v1/voices/{doomed}").status_code == 404
+    expect(page.locator("#speaker-2-uses .vx-voice-use")).to_have_attribute("data-uses", "none")
+    expect(page.locator("#speaker-1-uses .vx-voice-use")).to_contain_text("uses the library voice “Narrator”")
+
+    # An example voice added twice is one library entry: the second click reuses the first one's voice.
+    example = page.locator(".vx-example-voice").first
+    if example.count():  # the bundled example voices, when ../shared/examples is there
+        name = example.inner_text().removeprefix("+ ")
+        example.click()
+        expect(page.locator("#library-problem")).to_contain_text(f"Added {name}.")
+        example.click()
+        expect(page.locator("#library-problem")).to_contain_text(f"{name} is already in your library.")
+        expect(page.locator("#library tbody tr")).to_have_count(2)
+        assert [voice["name"] for voice in client.get("/v1/voices").json()["voices"]] == ["Narrator", name]
+    assert_no_stack_trace(page)
+
+
+def test_a_speaker_shows_the_voice_it_uses_and_one_preview_plays_at_a_time(
+    stack: ServiceStack, open_studio, voice_wav: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("caster")
+    client = stack.client(key)
+    ann = upload_voice(client, voice_wav, "Ann's voice")
+    ben = upload_voice(client, write_voice_file(tmp_path / "ben.wav", seed=2), "Ben's voice")
+    page = open_studio(key)
+    page.locator("#script textarea").fill(SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+    uses = [page.locator(f"#speaker-{n}-uses .vx-voice-use") for n in (1, 2)]
+    expect(uses[0]).to_have_attribute("data-uses", "none")
+
+    # Both a library voice and a recording for speaker 1: the recording is used, and the row says so.
+    pick(page, "#speaker-1-voice", "Ann's voice")
+    expect(uses[0]).to_have_attribute("data-uses", "library")
+    page.locator("#speaker-1-upload input[type=file]").set_input_files(write_voice_file(tmp_path / "own.wav", seed=3))
+    expect(uses[0]).to_have_attribute("data-uses", "upload")
+    expect(uses[0]).to_contain_text("the library voice “Ann's voice” is set aside (clear the recording to use it)")
+    pick(page, "#speaker-2-voice", "Ben's voice")
+    expect(uses[1]).to_contain_text("Speaker 2 uses the library voice “Ben's voice”")
+
+    # One preview at a time, and it plays: a new one replaces (and stops) the one before.
+    playing = "el => el && !el.paused && el.currentTime > 0"
+    page.locator("#speaker-1-play").click()
+    page.wait_for_function(f"({playing})(document.querySelector('#speaker-1-preview audio'))")
+    page.locator("#speaker-2-play").click()
+    page.wait_for_function(f"({playing})(document.querySelector('#speaker-2-preview audio'))")
+    expect(page.locator(".vx-voice-preview audio")).to_have_count(1)
+    first_take = page.locator("#speaker-2-preview .vx-voice-preview").get_attribute("data-take")
+    page.locator("#speaker-2-play").click()  # the same voice again: a new take, from the start
+    expect(page.locator("#speaker-2-preview .vx-voice-preview")).not_to_have_attribute("data-take", first_take)
+    page.wait_for_function(f"({playing})(document.querySelector('#speaker-2-preview audio'))")
+    pick(page, "#library-voice", "Ann's voice")
+    page.locator("#library-play").click()
+    page.wait_for_function(f"({playing})(document.querySelector('#library-preview audio'))")
+    expect(page.locator(".vx-voice-preview audio")).to_have_count(1)
+    screenshot(page, "cast-voices")
+
+    # The job sent is what the rows said: speaker 1's own recording, speaker 2's library voice.
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#generate").click()
+    expect(page.locator("#job-progress .vx-job")).to_be_visible()
+    job_id = page.locator("#job-progress .vx-job").get_attribute("data-job")
+    client.delete(f"/v1/jobs/{job_id}")  # not left for a worker: only its inputs matter here
+    inputs = stack.root / "data" / "jobs" / job_id / "inputs" / "voices"  # the job's own copies, by speaker
+    assert (inputs / "1.wav").read_bytes() == client.get(f"/v1/voices/{ben}/preview.wav").content
+    assert (inputs / "0.wav").read_bytes() != client.get(f"/v1/voices/{ann}/preview.wav").content
+    assert_no_stack_trace(page)
+
+
+def test_the_script_and_cast_come_back_after_a_reload_and_the_key_only_when_remembered(
+    stack: ServiceStack, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("keeper")
+    upload_voice(stack.client(key), voice_wav, "Keeper voice")
+    page = open_studio(key)
+    page.locator("#script textarea").fill(SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+    page.locator("#speaker-1-name textarea").fill("Ann")
+    pick(page, "#speaker-1-voice", "Keeper voice")
+    expect(page.locator("#speaker-1-uses .vx-voice-use")).to_contain_text("Ann uses the library voice")
+
+    def reload(expected: str):  # type: ignore[no-untyped-def]
+        page.reload()
+        expect(page.locator("#script textarea")).to_have_value(SCRIPT)
+        expect(page.locator("#connection")).to_contain_text(expected)
+
+    # Not remembered: the work comes back, the key does not; the voice is picked once a key loads the library.
+    page.wait_for_timeout(500)  # the last save is a round trip to the studio
+    reload("enter your API key")
+    expect(page.locator("#api-key input")).to_have_value("")
+    page.get_by_role("tab", name="2 · Cast").click()
+    expect(page.locator("#speaker-1-name textarea")).to_have_value("Ann")
+    expect(page.locator("#speaker-2-name textarea")).to_have_value("Speaker 2")
+    page.locator("#api-key input").fill(key)
+    page.locator("#api-key input").press("Enter")
+    expect(page.locator("#connection")).to_contain_text("Connected")
+    expect(page.locator("#speaker-1-voice input")).to_have_value(re.compile("^Keeper voice"))
+
+    # Remembered on this device: the next visit connects by itself.
+    page.locator("#remember-key input").check()
+    page.wait_for_timeout(500)
+    reload("Connected with a user key")
+    expect(page.locator("#api-key input")).to_have_value(key)
+    expect(page.locator("#remember-key input")).to_be_checked()
+    page.get_by_role("tab", name="2 · Cast").click()
+    expect(page.locator("#speaker-1-voice input")).to_have_value(re.compile("^Keeper voice"))
+
+    # Unticked, the key is forgotten at once (the drafts stay).
+    page.locator("#remember-key input").uncheck()
+    page.wait_for_timeout(500)
+    reload("enter your API key")
+    expect(page.locator("#api-key input")).to_have_value("")
+    expect(page.locator("#remember-key input")).not_to_be_checked()
+    assert_no_stack_trace(page)
+
+
+def test_a_click_on_a_history_row_opens_that_job(stack: ServiceStack, open_studio, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("historian")
+    client = stack.client(key)
+    voice = upload_voice(client, voice_wav, "voice")
+    job_ids = []
+    for title in ("First show", "Second show"):
+        body = {"script": SCRIPT, "voices": {"1": voice, "2": voice}, "title": title, "queue": "batch"}
+        response = client.post("/v1/jobs", json=body)
+        assert response.status_code == 202, response.text
+        job_ids.append(response.json()["id"])
+    page = open_studio(key)
+    page.get_by_role("tab", name="History").click()
+    rows = history_rows(page)
+    expect(rows).to_have_count(2)
+    rows.filter(has_text="First show").get_by_role("gridcell").first.click()
+    expect(page.get_by_role("tab", name="3 · Generate")).to_have_attribute("aria-selected", "true")
+    expect(page.locator(f'#job-progress .vx-job[data-job="{job_ids[0]}"]')).to_be_visible()
+    expect(page.locator("#history-job input")).to_have_value(re.compile("^First show"))  # picked for Cancel/Delete
+    page.get_by_role("tab", name="History").click()
+    rows.filter(has_text="Second show").get_by_role("gridcell").nth(2).click()  # any cell of the row
+    expect(page.locator(f'#job-progress .vx-job[data-job="{job_ids[1]}"]')).to_be_visible()
+    page.get_by_role("tab", name="History").click()
+    rows.filter(has_text="First show").get_by_role("gridcell").first.click()  # back to the first
+    expect(page.locator(f'#job-progress .vx-job[data-job="{job_ids[0]}"]')).to_be_visible()
+    for job_id in job_ids:  # not left for a worker
+        client.delete(f"/v1/jobs/{job_id}")
     assert_no_stack_trace(page)
 
 
@@ -362,7 +549,7 @@ def test_write_cast_generate_listen_and_download(
     page.locator("#speaker-2-name textarea").fill("Ben")
     pick(page, "#speaker-1-voice", "Studio voice")
     page.locator("#speaker-1-play").click()
-    expect(page.locator("#speaker-1-preview a.download-link")).to_be_attached()
+    expect(page.locator("#speaker-1-preview audio")).to_be_attached()
     page.locator("#speaker-2-upload input[type=file]").set_input_files(write_voice_file(tmp_path / "ben.wav", seed=1))
     expect(page.locator('#speaker-2-upload button[aria-label="Play"]')).to_be_attached()
     screenshot(page, "cast")
@@ -441,7 +628,7 @@ def test_write_cast_generate_listen_and_download(
 
     page.get_by_role("tab", name="History").click()
     page.locator("#history-refresh").click()
-    expect(page.locator(f'#history-table tr[data-job="{job["id"]}"]')).to_have_attribute("data-state", "done")
+    expect(history_rows(page).filter(has_text=job["id"][:8])).to_contain_text("Done")
     screenshot(page, "history")
     assert_no_stack_trace(page)
 
@@ -451,8 +638,7 @@ def test_write_cast_generate_listen_and_download(
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(phone, "phone-write")
     phone.get_by_role("tab", name="History").click()
-    pick(phone, "#history-job", "Pilot")
-    phone.locator("#history-open").click()
+    history_rows(phone).filter(has_text="Pilot").get_by_role("gridcell").first.click()
     expect(phone.locator("#episode .vx-cue")).to_have_count(3)
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(phone, "phone-listen")
@@ -468,7 +654,7 @@ def test_write_cast_generate_listen_and_download(
     page.locator("#history-delete").click()
     page.locator("#history-confirm-delete").click()
     expect(page.locator("#history-problem")).to_have_text("Deleted.")
-    expect(page.locator(f'#history-table tr[data-job="{job["id"]}"]')).to_have_count(0)
+    expect(page.locator("#history-empty")).to_contain_text("No jobs yet")
     assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 404
     assert not (stack.root / "data" / "jobs" / job["id"]).exists()
     assert_no_stack_trace(page)

@@ -6,19 +6,33 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from api.schemas import JobView
+from api.schemas import JobProgress, JobView, VoiceView
 from pipeline.script import parse_script
+from tests.conftest import write_voice_file
 from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
 from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
-from webui.render import cancel_notice, clock, episode_html, script_error_html, script_preview_html
+from webui.kept_work import Drafts, drafts_to_keep, key_to_keep, remembered_key
+from webui.render import (
+    cancel_notice,
+    clock,
+    episode_html,
+    history_rows,
+    script_error_html,
+    script_preview_html,
+    voice_use_html,
+)
 from webui.script_preview import SpeakerNameError, preview_script, renamed_script, script_text_to_send
+from webui.views.cast import with_restored_voices
+from webui.views.history import clicked_job
+from webui.voices import RecordingShape, VoiceUse, recording_shape, same_voice_in, voice_in_use
 
 
 def test_the_preview_parses_estimates_and_places_errors_at_their_line() -> None:
@@ -165,3 +179,74 @@ def test_a_cancel_says_what_it_did_not_a_state_that_reads_as_a_failure() -> None
         "Cancelling “Pilot” (01234567): it stops within a step."
     )
     assert cancel_notice(JobView.model_construct(**base, state="cancelled")) == "“Pilot” (01234567) is cancelled."
+
+
+def test_a_speakers_own_recording_wins_over_its_library_voice_and_the_row_says_which_is_used() -> None:
+    assert voice_in_use("a" * 32, "/tmp/own.wav") is VoiceUse.UPLOAD
+    assert voice_in_use("a" * 32, None) is VoiceUse.LIBRARY
+    assert voice_in_use(None, "") is VoiceUse.NONE
+    both = voice_use_html("Ann", VoiceUse.UPLOAD, "<Carter>")
+    assert 'data-uses="upload"' in both and "&lt;Carter&gt;” is set aside" in both and "<Carter>" not in both
+    assert voice_use_html("Ben", VoiceUse.LIBRARY, "Alice") == (
+        '<p class="vx-voice-use" data-uses="library">Ben uses the library voice “Alice”.</p>'
+    )
+    assert "has no voice yet" in voice_use_html("Ben", VoiceUse.NONE, None)
+
+
+def _voice(name: str, shape: RecordingShape, voice_id: str = "0" * 32) -> VoiceView:
+    return VoiceView.model_construct(
+        id=voice_id, name=name, seconds=shape.seconds, original_sample_rate=shape.sample_rate,
+        original_channels=shape.channels,
+    )  # fmt: skip
+
+
+def test_an_example_voice_is_found_in_the_library_by_its_name_and_recording(tmp_path: Path) -> None:
+    example = recording_shape(write_voice_file(tmp_path / "carter.wav", seconds=4.0, sample_rate=16_000))
+    assert example == RecordingShape(seconds=4.0, sample_rate=16_000, channels=1)  # as the api records it
+    other = recording_shape(write_voice_file(tmp_path / "other.wav", seconds=5.0, sample_rate=16_000))
+    stored = _voice("Carter (en, man)", example, "1" * 32)
+    assert same_voice_in([_voice("Carter (en, man)", other), stored], "Carter (en, man)", example) is stored
+    assert same_voice_in([_voice("Narrator", example)], "Carter (en, man)", example) is None  # renamed: not it
+    assert same_voice_in([], "Carter (en, man)", example) is None
+
+
+def test_drafts_read_back_from_the_browser_keep_only_what_fits() -> None:
+    voice = "ab" * 16
+    drafts = Drafts("Alice: Hi.\n", ("Ann", "Ben"), (voice, None))
+    assert Drafts.from_stored(drafts.stored()) == drafts
+    assert Drafts.from_stored(None) == Drafts() and Drafts.from_stored("text") == Drafts()
+    hostile = {"script": 42, "names": ["x" * 101, 7, "Cy", "Di", "Ed"], "voices": ["../etc/passwd", voice, None]}
+    assert Drafts.from_stored(hostile) == Drafts("", ("", "", "Cy", "Di"), (None, voice, None))
+    # a voice restored but not yet placed (no key, no library) is kept until the library has been loaded
+    assert drafts_to_keep(None, ["Ann", None], [None, "c" * 32], [voice, voice]).voices == (voice, "c" * 32)
+    assert with_restored_voices(["d" * 32, None, "c" * 32], [voice]) == ["d" * 32, voice, "c" * 32]
+
+
+def test_the_key_is_kept_only_when_asked_and_a_stored_value_is_checked() -> None:
+    assert key_to_keep(" vxc_abc ", True) == {"key": "vxc_abc"}
+    assert key_to_keep("vxc_abc", False) == {"key": ""}  # replaces a key remembered before
+    assert remembered_key({"key": "vxc_abc"}) == "vxc_abc"
+    assert [remembered_key(value) for value in (None, {"key": 5}, {"key": "a\nb"}, {"key": "k" * 300})] == [""] * 4
+
+
+def test_history_rows_follow_the_jobs_and_a_clicked_row_gives_its_job() -> None:
+    import gradio as gr
+
+    def job(n: int, state: str, title: str | None, seconds: float | None, frames: tuple[int, int]) -> JobView:
+        progress = JobProgress(
+            frames_done=frames[0], frames_planned=frames[1], audio_seconds_done=frames[0] / 7.5,
+            audio_seconds_planned=frames[1] / 7.5, segments_done=0, segments_total=1, eta_seconds=None,
+        )  # fmt: skip
+        return JobView.model_construct(
+            id=f"{n}" * 32, state=state, title=title, audio_seconds=seconds, progress=progress,
+            created_at=datetime(2025, 8, 7, 9, 30),
+        )  # fmt: skip
+
+    jobs = [job(1, "done", "Pilot", 65.0, (490, 480)), job(2, "failed", None, None, (15, 60))]
+    assert history_rows(jobs) == [
+        ["Pilot", "Done", "100%", "1:05", "2025-08-07 09:30", "11111111"],
+        ["Untitled", "Failed", "25%", "~0:08", "2025-08-07 09:30", "22222222"],
+    ]
+    ids = [job.id for job in jobs]
+    assert clicked_job(ids, gr.SelectData(None, {"index": [1, 3], "value": "0:03"})) == "2" * 32
+    assert clicked_job(ids, gr.SelectData(None, {"index": [2, 0], "value": "gone"})) is None

@@ -131,6 +131,14 @@ class StudioApi:
             )
         return VoiceView.model_validate_json(response.content)
 
+    async def rename_voice(self, voice_id: str, name: str) -> VoiceView:
+        response = await self._request("PATCH", f"/v1/voices/{voice_id}", json={"name": name})
+        return VoiceView.model_validate_json(response.content)
+
+    async def delete_voice(self, voice_id: str) -> None:
+        """Remove a voice from the library; jobs that used it keep their own copy."""
+        await self._request("DELETE", f"/v1/voices/{voice_id}")
+
     # --- jobs -------------------------------------------------------------------------------------------
 
     async def submit_job(self, script: str, options: JobOptions, uploads: Mapping[str, Path]) -> JobView:

@@ -5,8 +5,9 @@
 
 Screens (tabs): Write (with drafting from notes and transcript clean-up), Cast, Generate, Listen (the finished
 episode), History, and Admin for admin keys. The
-API key typed at the top lives in the page: every action sends it to the api, which alone decides what the
-key may see and do.
+API key typed at the top lives in the page (and in the browser's storage only when "Remember the key on this
+device" is ticked): every action sends it to the api, which alone decides what the key may see and do. The
+script and the cast are kept in the browser as they change and come back when the page is loaded again.
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ from webui.examples import find_examples
 from webui.files import StudioFiles
 from webui.render import field_error, notice
 from webui.views.admin import AdminView, admin_listing, build_admin, wire_admin
-from webui.views.cast import CastView, build_cast, library_updates, wire_cast
+from webui.views.cast import (
+    CastView,
+    build_cast,
+    library_outputs,
+    library_updates,
+    voice_pickers,
+    wire_cast,
+    with_restored_voices,
+)
 from webui.views.drafting import build_drafting, wire_drafting
 from webui.views.finish import build_finish, wire_finish
 from webui.views.generate import build_generate, wire_generate
 from webui.views.history import HistoryView, build_history, history_updates, wire_history
+from webui.views.kept_work import build_kept_work, restore_outputs, restore_work, wire_kept_work
 from webui.views.screens import Screens
 from webui.views.write import build_write, wire_write
 
@@ -47,6 +57,7 @@ def build_studio(context: StudioContext) -> gr.Blocks:
             submit_btn="Connect",
             elem_id="api-key",
         )
+        kept = build_kept_work()
         connection = gr.HTML(elem_id="connection")
         with gr.Tabs(selected="write", overflow_behavior="wrap") as tabs:
             with gr.Tab("1 · Write", id="write"):
@@ -70,16 +81,27 @@ def build_studio(context: StudioContext) -> gr.Blocks:
         wire_finish(screens, context)
         wire_history(history, screens, context)
         wire_admin(admin, context, key)
+        wire_kept_work(kept, key, write, cast)
 
-        async def connect_key(api_key: str | None) -> dict[Any, Any]:
-            return await _connect(context, connection, cast, history, admin, api_key)
+        async def connect_key(api_key: str | None, pending: list[str | None], *picked: str | None) -> dict[Any, Any]:
+            return await _connect(
+                context, connection, cast, history, admin, api_key, with_restored_voices(picked, pending)
+            )
 
         connect_outputs = [
-            connection, admin.tab, cast.library, *cast.voice_dropdowns, cast.library_problem,
-            history.table, history.job, history.problem, *admin.listing,
+            connection, admin.tab, *library_outputs(cast), cast.library.problem, cast.pending_voices, *history.listing,
+            history.problem, *admin.listing,
         ]  # fmt: skip
-        for trigger in (key.submit, studio.load):
-            trigger(connect_key, inputs=key, outputs=connect_outputs, show_progress="hidden")
+        connect_inputs = [key, cast.pending_voices, *voice_pickers(cast)]
+        key.submit(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
+
+        def restore(stored_drafts: object, stored_key: object) -> dict[Any, Any]:
+            return restore_work(kept, key, write, cast, stored_drafts, stored_key)
+
+        restored = studio.load(
+            restore, inputs=[kept.drafts, kept.key_store], outputs=restore_outputs(kept, key, write, cast)
+        )
+        restored.then(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
     return studio
 
 
@@ -90,10 +112,12 @@ async def _connect(
     history: HistoryView,
     admin: AdminView,
     api_key: str | None,
+    picked: list[str | None],
 ) -> dict[Any, Any]:
-    """Check the key; show the library, the history and (for an admin) the Admin tab it gives access to."""
+    """Check the key; show the library (with `picked` in its pickers, `voice_pickers` order, those it holds), the
+    history and (for an admin) the Admin tab it gives access to."""
     api = context.api(api_key)
-    cleared = library_updates(cast, []) | history_updates(history, []) | {admin.tab: gr.Tab(visible=False)}
+    cleared = library_updates(cast, [], picked) | history_updates(history, []) | {admin.tab: gr.Tab(visible=False)}
     try:
         access = await api.access()
         voices = await api.voices()
@@ -107,7 +131,8 @@ async def _connect(
         status = "Single-user install: no key needed."
     else:
         status = f"Connected with {'an admin' if access is Access.ADMIN else 'a user'} key."
-    updates = library_updates(cast, voices) | history_updates(history, jobs) | {connection: notice(status)}
+    updates = library_updates(cast, voices, picked) | {cast.pending_voices: ()}  # the restored voices are placed
+    updates |= history_updates(history, jobs) | {connection: notice(status)}
     if access is Access.ADMIN:
         updates |= {admin.tab: gr.Tab(visible=True)} | await admin_listing(admin, api, "")
     else:

@@ -1,4 +1,4 @@
-"""The studio's stylesheet and the two small scripts its HTML players run in the browser.
+"""The studio's stylesheet and the small scripts its HTML players run in the browser.
 
 Kept as Python strings, not package data files, so that every install (editable, wheel, container)
 carries them. Colours lean on Gradio's theme variables so a dark browser theme stays readable.
@@ -63,6 +63,13 @@ STUDIO_CSS = """
 .vx-table { border-collapse: collapse; width: 100%; font-size: var(--text-sm); }
 .vx-table th, .vx-table td { text-align: left; padding: .35em .6em; white-space: nowrap;
   border-bottom: 1px solid var(--border-color-primary); }
+.vx-voice-use { margin: .3em 0; font-size: var(--text-sm); padding: .2em .6em; border-radius: .3em;
+  background: var(--background-fill-secondary); }
+.vx-voice-use::before { content: "\\2714  "; }
+.vx-voice-use[data-uses="none"] { color: var(--body-text-color-subdued); }
+.vx-voice-use[data-uses="none"]::before { content: ""; }
+.vx-voice-preview { display: flex; align-items: center; gap: .6em; flex-wrap: wrap; }
+.vx-voice-preview audio { height: 2.2em; max-width: 100%; }
 .vx-brand { margin: .2em 0; font-size: var(--text-xxl); }
 .vx-compact-audio .upload-container, .vx-compact-audio .boundedheight {
   height: 10em !important; min-height: 0 !important; }
@@ -121,4 +128,15 @@ element.addEventListener('ended', (event) => {
   if (item) playAfter(Number(item.dataset.index));
 }, true);
 watch('value', () => { if (waitingAfter !== null) playAfter(waitingAfter); });
+"""
+
+# A voice preview: each play brings a new player (its data-take differs), which starts at once and stops every
+# other sound on the page, so one preview plays at a time, and playing the same voice again starts it over.
+VOICE_PREVIEW_JS = """
+watch('value', () => {
+  const audio = element.querySelector('.vx-voice-preview audio');
+  if (!audio) return;
+  document.querySelectorAll('audio').forEach((other) => { if (other !== audio) other.pause(); });
+  audio.play().catch(() => {});
+});
 """

@@ -18,6 +18,7 @@ from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, ScriptWarning, Speaker, Turn
 from webui.follow import JobSnapshot, ProgressFigures
 from webui.script_preview import ScriptPreview
+from webui.voices import VoiceUse
 
 SPEAKER_COLOURS = ("#2563eb", "#db2777", "#059669", "#d97706")
 _PREVIEW_TURNS = 400  # a 90-minute script has ~1,000 turns; the rest are counted, not drawn
@@ -204,6 +205,27 @@ def voices_html(voices: Sequence[VoiceView]) -> str:
     )
 
 
+def voice_use_html(speaker: str, use: VoiceUse, library_voice: str | None) -> str:
+    """Which voice the speaker's row sends (`webui.voices.voice_in_use`), and what is set aside when both are given."""
+    if use is VoiceUse.UPLOAD:
+        text = f"{speaker} uses the recording given here"
+        if library_voice is not None:
+            text += f"; the library voice “{library_voice}” is set aside (clear the recording to use it)"
+    elif use is VoiceUse.LIBRARY:
+        text = f"{speaker} uses the library voice “{library_voice or 'picked above'}”"
+    else:
+        text = f"{speaker} has no voice yet: pick a library voice or give a recording"
+    return f'<p class="vx-voice-use" data-uses="{use.value}">{_e(text)}.</p>'
+
+
+def voice_preview_html(url: str, name: str, take: str) -> str:
+    """A voice's player, started by the page's script; `take` differs on every play, so playing again restarts it."""
+    return (
+        f'<div class="vx-voice-preview" data-take="{_e(take)}"><span class="vx-meta">{_e(name)}</span>'
+        f'<audio controls preload="auto" src="{_e(url)}"></audio></div>'
+    )
+
+
 # --- Generate --------------------------------------------------------------------------------------------
 
 
@@ -319,26 +341,44 @@ def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_t
 # --- History and Admin -----------------------------------------------------------------------------------
 
 
-def jobs_table_html(jobs: Sequence[JobView], *, admin: bool) -> str:
+HISTORY_COLUMNS = ["Title", "State", "Progress", "Audio", "Created", "Id"]
+
+
+def history_rows(jobs: Sequence[JobView]) -> list[list[str]]:
+    """The History table's rows (plain text: a row is clicked to open its job), in the order of `jobs`."""
+    return [
+        [job.title or "Untitled", _STATE_LABELS.get(job.state, job.state), f"{_percent(job)}%", _length(job),
+         _when(job.created_at), job.id[:8]]
+        for job in jobs
+    ]  # fmt: skip
+
+
+def admin_jobs_table_html(jobs: Sequence[JobView]) -> str:
     if not jobs:
         return '<p class="vx-empty">No jobs yet.</p>'
-    owner_head = "<th>Owner</th><th>Queue</th><th>Priority</th>" if admin else ""
-    rows = []
-    for job in jobs:
-        progress = ProgressFigures.of_job(job)
-        percent = progress.percent(done=job.state == "done")
-        owner = f"<td>{_e(job.owner_name)}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>" if admin else ""
-        length = clock(job.audio_seconds) if job.audio_seconds else f"~{clock(progress.audio_seconds_planned)}"
-        rows.append(
-            f'<tr data-job="{_e(job.id)}" data-state="{_e(job.state)}"><td>{_e(job.title or "Untitled")}</td>'
-            f"<td>{state_badge(job.state)}</td><td>{percent}%</td><td>{length}</td>{owner}"
-            f"<td>{_when(job.created_at)}</td><td><code>{_e(job.id[:8])}</code></td></tr>"
-        )
+    rows = [
+        f'<tr data-job="{_e(job.id)}" data-state="{_e(job.state)}"><td>{_e(job.title or "Untitled")}</td>'
+        f"<td>{state_badge(job.state)}</td><td>{_percent(job)}%</td><td>{_length(job)}</td>"
+        f"<td>{_e(job.owner_name)}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>"
+        f"<td>{_when(job.created_at)}</td><td><code>{_e(job.id[:8])}</code></td></tr>"
+        for job in jobs
+    ]
     return (
         '<div class="vx-table-wrap"><table class="vx-table vx-jobs"><thead><tr><th>Title</th><th>State</th>'
-        f"<th>Progress</th><th>Audio</th>{owner_head}<th>Created</th><th>Id</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        "<th>Progress</th><th>Audio</th><th>Owner</th><th>Queue</th><th>Priority</th><th>Created</th><th>Id</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _percent(job: JobView) -> int:
+    return ProgressFigures.of_job(job).percent(done=job.state == "done")
+
+
+def _length(job: JobView) -> str:
+    """The episode's length once made, else the plan's estimate (marked ~)."""
+    if job.audio_seconds:
+        return clock(job.audio_seconds)
+    return f"~{clock(ProgressFigures.of_job(job).audio_seconds_planned)}"
 
 
 def job_choice_label(job: JobView, *, admin: bool = False) -> str:

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -33,8 +34,9 @@ from assembly.episode import Episode, write_episode
 from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
 from core.db import Database
+from core.file_store import FileStore
 from core.job_events import EventPublisher, ProgressEvent, SegmentEvent, StateEvent
-from core.job_scripts import read_script
+from core.job_scripts import read_script, script_path
 from core.models import JobState
 from core.progress_estimate import eta_seconds
 from core.settings import Settings
@@ -46,7 +48,6 @@ from core.storage import (
     read_segment_audio,
     write_segment_audio,
 )
-from core.storage_usage import folder_bytes
 from pipeline.plan import Plan, Segment
 from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
@@ -178,6 +179,9 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             _finish(services, job, JobState.FAILED, claimed_at, error=error)
         else:
             _finish(services, job, JobState.DONE, claimed_at, audio_seconds=audio_seconds)
+        finally:
+            if not heartbeat.lost.is_set():  # (a job taken over is the new holder's to clean up)
+                services.data.files.drop_local(services.data.job(job.id).root)  # the store keeps it; scratch goes
 
 
 def _describe(error: Exception) -> str:
@@ -194,7 +198,7 @@ def _finish(
     audio_seconds: float | None = None,
 ) -> None:
     """End the job's attempt in `state`: its row, its event, and this worker's metrics (from `claimed_at`)."""
-    storage_bytes = folder_bytes(services.data.job(job.id).root)  # what the run left: its usage from now on
+    storage_bytes = services.data.files.tree_bytes(services.data.job(job.id).root)  # its usage from now on
     message = None if error is None else _describe(error)
     ended = job_records.finish_job(
         services.database, job, state, error=message, audio_seconds=audio_seconds, storage_bytes=storage_bytes
@@ -215,9 +219,11 @@ class _Stops:
 
 
 def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: float) -> float:
-    folder = services.data.job(job.id)
+    folder, files = services.data.job(job.id), services.data.files
+    files.drop_local(folder.root)  # with an object store, what this host holds of the job may be stale: fetch anew
     if left := folder.remove_temporaries():  # an earlier attempt killed mid-write
         logger.info("removed temporaries of an earlier attempt", extra={"job_id": job.id, "files": len(left)})
+    _fetch_inputs(files, folder, job)
     script = read_script(folder, job.revision)
     plan = plan_job(script, job.mode, job.max_segment_seconds)
     planned = [
@@ -230,7 +236,7 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: f
                 "segment's words differ from what it stored (the script reads differently now); generating it again",
                 extra={"job_id": job.id, "segment": record.index},
             )
-            PartialFrames(folder.segment_partial_frames(record.index)).discard()
+            _discard_partial(files, folder.segment_partial_frames(record.index))
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
     settings = services.settings
     crash_test = _marked(script, settings.crash_on_script_text)
@@ -253,7 +259,21 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: f
         stored |= _generate(services, job, folder, plan, group, voices, watcher, engine_fault=fault)
     audio, turns = lay_out_episode(plan, stored)
     _write_outputs(folder, job, audio, turns)
+    files.publish_tree(folder.outputs)  # before the row says done: every api host can serve them then
     return len(audio) / SAMPLE_RATE
+
+
+def _fetch_inputs(files: FileStore, folder: JobFolder, job: ClaimedJob) -> None:
+    """The job's script (at its revision) and its voices, from the store to this host."""
+    for path in (script_path(folder, job.revision), *(folder.voice(speaker) for speaker in job.speakers)):
+        if not files.fetch(path):
+            raise FileNotFoundError(f"the job's input {path.relative_to(folder.root)} is missing from its files")
+
+
+def _discard_partial(files: FileStore, path: Path) -> None:
+    """A segment's partial frames forgotten, here and in the store: it is stored whole, or must start over."""
+    PartialFrames(path).discard()
+    files.remove(path)
 
 
 def _marked(script: str, marker: str | None) -> bool:
@@ -265,7 +285,7 @@ def _stored_segment(data: DataFolder, record: SegmentRecord) -> PlacedSegment | 
     if not record.done or record.audio_path is None:
         return None
     path = data.resolve(record.audio_path)
-    if not path.is_file():
+    if not data.files.fetch(path):
         return None
     return PlacedSegment(audio=read_segment_audio(path), turns=tuple(TimedTurn(*turn) for turn in record.turns))
 
@@ -336,7 +356,10 @@ class _SegmentRun:
         self.index = segment.index
         self.seed = seed
         job_records.record_segment_started(services.database, job, segment.index)
+        self.files = services.data.files
+        self.files.fetch(folder.segment_partial_frames(segment.index))  # what an attempt on any host kept
         self.partial = PartialFrames(folder.segment_partial_frames(segment.index))
+        self.published_at = time.monotonic()
         self.live = LiveAudio(services.events, job.id, segment.index, services.settings.stream_chunk_frames)
         self.resume = self.partial.stored()
         self.resumed = self.partial.stored_frames
@@ -347,6 +370,12 @@ class _SegmentRun:
     def add(self, frame: SegmentFrame) -> None:
         self.partial.add(frame.frames, frame.tokens, frame.latent)
         self.live.add(frame.samples)
+        if (
+            time.monotonic() - self.published_at >= self.services.settings.heartbeat_seconds
+            and self.partial.path.exists()
+        ):
+            self.files.publish(self.partial.path)  # another host resumes from here (a heartbeat's frames lost at most)
+            self.published_at = time.monotonic()
 
 
 def _store(
@@ -358,6 +387,8 @@ def _store(
     audio_path = run.folder.segment_audio(index)
     stored_audio = write_segment_audio(audio_path, generated.audio)  # what a later run reads back, exactly
     latents_path = atomic_write(run.folder.segment_latents(index), lambda handle: np.save(handle, generated.latents))
+    services.data.files.publish(audio_path)  # both in the store before the row points at them
+    services.data.files.publish(latents_path)
     turns = tuple((t.index, t.speaker_name, t.text, t.start, t.end) for t in generated.turns)
     data = services.data
     record = SegmentRecord(index, True, generated.frames, run.seed, data.relative(audio_path), turns)
@@ -365,7 +396,7 @@ def _store(
     job_records.record_segment_done(
         services.database, job, record, generated.seconds, data.relative(latents_path), frames_done, segments_done
     )
-    run.partial.discard()
+    _discard_partial(services.data.files, run.partial.path)
     services.events.publish(job.id, SegmentEvent(index=index, seconds=round(generated.seconds, 3)))
     logger.info("segment stored", extra={"job_id": job.id, "segment": index, "frames": generated.frames})
     return PlacedSegment(audio=stored_audio, turns=generated.turns)

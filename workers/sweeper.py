@@ -111,7 +111,7 @@ class Sweeper(Periodic):
 
     def keep_house(self) -> None:
         """Finish interrupted deletes, and remove what the retention policy no longer keeps."""
-        data = DataFolder(self.settings.data_dir)
+        data = DataFolder.from_settings(self.settings)
         empty_trash(self.database, data)
         apply_retention(self.settings, self.database, data, utc_now())
 

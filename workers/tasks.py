@@ -19,6 +19,7 @@ from typing import Any
 from celery import signals
 
 from core.db import Database, database_url, upgrade_database
+from core.file_store import StoreUnavailable
 from core.job_events import EventPublisher
 from core.logging import configure_logging
 from core.settings import Settings
@@ -42,7 +43,7 @@ def worker_services() -> WorkerServices:
     return WorkerServices(
         settings=settings,
         database=database,
-        data=DataFolder(settings.data_dir),
+        data=DataFolder.from_settings(settings),
         events=EventPublisher.from_url(settings.redis_url, settings.redis_namespace),
         cancels=CancelWatch(database),
     )
@@ -101,6 +102,13 @@ def _migrate_and_load_model(**_: Any) -> None:
     configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
     upgrade_database(database_url(settings))
     services = worker_services()
+    try:
+        services.data.files.check()
+    except StoreUnavailable as error:
+        logger.critical(
+            "cannot reach the job files' store; this worker stops and takes no job", extra={"error": str(error)}
+        )
+        raise SystemExit(EXIT_MODEL_NOT_LOADED) from error
     try:
         engine = services.model()
     except Exception as error:

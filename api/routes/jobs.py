@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CurrentKey, ServicesDep, SessionDep
-from api.downloads import RangedFileResponse
+from api.deps import ApiServices, CurrentKey, ServicesDep, SessionDep
+from api.downloads import stored_file
+from api.errors import NotFound
 from api.params import JobId, Offset, SegmentIndex
 from api.schemas import JobList, JobView
 from api.services import jobs
@@ -78,11 +80,9 @@ def download_audio(
     session: SessionDep,
     caller: CurrentKey,
     services: ServicesDep,
-) -> RangedFileResponse:
+) -> Response:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{audio_format}")
-    return RangedFileResponse(
-        path, media_type=AUDIO_FORMATS[audio_format].media_type, filename=f"{job_id}.{audio_format}"
-    )
+    return _stored(services, path, AUDIO_FORMATS[audio_format].media_type, job_id, filename=f"{job_id}.{audio_format}")
 
 
 @router.get("/{job_id}/transcript.{transcript_format}", summary="Transcript with turn timings")
@@ -92,17 +92,15 @@ def download_transcript(
     session: SessionDep,
     caller: CurrentKey,
     services: ServicesDep,
-) -> RangedFileResponse:
+) -> Response:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{transcript_format}")
-    return RangedFileResponse(path, media_type=TRANSCRIPT_MEDIA_TYPES[transcript_format])
+    return _stored(services, path, TRANSCRIPT_MEDIA_TYPES[transcript_format], job_id)
 
 
 @router.get("/{job_id}/chapters.json", summary="Chapter marks and every turn's timing")
-def download_chapters(
-    job_id: JobId, session: SessionDep, caller: CurrentKey, services: ServicesDep
-) -> RangedFileResponse:
+def download_chapters(job_id: JobId, session: SessionDep, caller: CurrentKey, services: ServicesDep) -> Response:
     path = jobs.output_file(services, session, caller, job_id, "episode.chapters.json")
-    return RangedFileResponse(path, media_type="application/json")
+    return _stored(services, path, "application/json", job_id)
 
 
 @router.get(
@@ -111,9 +109,9 @@ def download_chapters(
 )
 def download_segment(
     job_id: JobId, index: SegmentIndex, session: SessionDep, caller: CurrentKey, services: ServicesDep
-) -> RangedFileResponse:
+) -> Response:
     path = jobs.segment_audio_file(services, session, caller, job_id, index)
-    return RangedFileResponse(path, media_type=AUDIO_FORMATS[path.suffix.removeprefix(".")].media_type)
+    return _stored(services, path, AUDIO_FORMATS[path.suffix.removeprefix(".")].media_type, job_id)
 
 
 @router.delete(
@@ -136,3 +134,11 @@ def cancel_job(
         jobs.delete_job(services, session, caller, job_id)
         return Response(status_code=204)
     return jobs.cancel_job(session, caller, job_id)
+
+
+def _stored(services: ApiServices, path: Path, media_type: str, job_id: str, filename: str | None = None) -> Response:
+    """The job's file, with `Range`, from wherever it is kept; 404 when a retention pass or a delete took it."""
+    try:
+        return stored_file(services.data.files, path, media_type, filename)
+    except FileNotFoundError:
+        raise NotFound(f"job {job_id} has no file {path.name}") from None

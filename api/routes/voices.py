@@ -1,15 +1,16 @@
-"""Voice routes: upload, list, read, preview, delete. The logic is in `api.services.voices`."""
+"""Voice routes: upload, list, read, preview, rename, delete. The logic is in `api.services.voices`."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, UploadFile
+from fastapi import APIRouter, Form, Response, UploadFile
 
 from api.deps import CurrentKey, ServicesDep, SessionDep
-from api.downloads import RangedFileResponse
+from api.downloads import stored_file
+from api.errors import NotFound
 from api.params import VoiceId
-from api.schemas import PRINTABLE_TEXT, VoiceList, VoiceView
+from api.schemas import PRINTABLE_TEXT, VoiceList, VoiceRename, VoiceView
 from api.services import voices
 
 router = APIRouter(prefix="/v1/voices", tags=["voices"])
@@ -37,11 +38,17 @@ def get_voice(voice_id: VoiceId, session: SessionDep, caller: CurrentKey) -> Voi
 
 
 @router.get("/{voice_id}/preview.wav", summary="The stored prompt: 24 kHz mono, levelled")
-def preview_voice(
-    voice_id: VoiceId, session: SessionDep, caller: CurrentKey, services: ServicesDep
-) -> RangedFileResponse:
+def preview_voice(voice_id: VoiceId, session: SessionDep, caller: CurrentKey, services: ServicesDep) -> Response:
     voice = voices.owned_voice(session, caller, voice_id)
-    return RangedFileResponse(services.data.voice(voice.id), media_type="audio/wav")
+    try:
+        return stored_file(services.data.files, services.data.voice(voice.id), "audio/wav")
+    except FileNotFoundError:
+        raise NotFound(f"voice {voice_id} has no recording any more; upload it again") from None
+
+
+@router.patch("/{voice_id}", response_model=VoiceView, summary="Rename a voice (jobs keep the name they used)")
+def rename_voice(voice_id: VoiceId, change: VoiceRename, session: SessionDep, caller: CurrentKey) -> VoiceView:
+    return voices.voice_view(voices.rename_voice(session, caller, voice_id, change.name))
 
 
 @router.delete("/{voice_id}", status_code=204)

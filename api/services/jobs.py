@@ -10,7 +10,6 @@ that fails (Redis down) still answers 202: the row is the record, and the sweepe
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +37,7 @@ from core.audio_formats import AUDIO_FORMATS
 from core.models import ApiKey, Job, JobSegment, JobState, SegmentState, Voice, utc_now
 from core.progress_estimate import eta_seconds
 from core.storage import atomic_write, new_id, write_audio
-from core.storage_usage import expected_job_bytes, folder_bytes
+from core.storage_usage import expected_job_bytes
 from pipeline.plan import Plan, plan_script
 from pipeline.script import (
     Script,
@@ -90,9 +89,10 @@ def submit_job(
     queue = options.queue or queue_by_size(plan, settings.interactive_max_seconds)
     try:
         view = _store_job(services, caller, submission, plan, queue, limits, uploads, upload_names, job_id, warnings)
-    except BaseException:  # refused or failed: nothing of the job stays on disk
-        shutil.rmtree(folder.root, ignore_errors=True)
+    except BaseException:  # refused or failed: nothing of the job stays on disk, nor in the store
+        services.data.files.remove(folder.root)
         raise
+    services.data.files.drop_local(folder.root)  # the store has the inputs now; the worker fetches them
     logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": queue})
     _send(services, job_id, queue, options.priority)
     return view
@@ -133,7 +133,10 @@ def _store_job(
             write_audio(folder.voice(speaker), uploads[key].samples, "PCM_16")
             sources[str(speaker)] = f"upload:{upload_names[key]}"
         formats = list(dict.fromkeys(options.formats))
-        storage_bytes = folder_bytes(folder.root) + expected_job_bytes(plan.estimated_seconds, formats)
+        services.data.files.publish_tree(folder.root)  # before the row commits: a worker that claims it finds them
+        storage_bytes = services.data.files.tree_bytes(folder.root) + expected_job_bytes(
+            plan.estimated_seconds, formats
+        )
         check_storage_quota(session, services, caller, storage_bytes, "this job")
         job = Job(
             id=job_id,
@@ -278,17 +281,15 @@ def delete_job(services: ApiServices, session: Session, caller: Caller, job_id: 
 
 
 def output_file(services: ApiServices, session: Session, caller: Caller, job_id: str, name: str) -> Path:
-    """A finished job's file: `episode.<format>` (a requested format), `episode.srt|vtt|chapters.json`."""
+    """A finished job's file: `episode.<format>` (a requested format), `episode.srt|vtt|chapters.json` (whether it
+    is still there, the download finds out)."""
     job = owned_job(session, caller, job_id)
     extension = name.partition(".")[2]
     if name not in TRANSCRIPT_FILES.values() and extension not in job.formats:
         raise NotFound(f"job {job_id} has no {extension} audio; it was asked for {', '.join(job.formats)}")
     if job.job_state is not JobState.DONE:
         raise Conflict(f"job {job_id} is {job.state}; its files appear when it is done")
-    path = services.data.job(job_id).output(name)
-    if not path.is_file():
-        raise NotFound(f"job {job_id} has no file {name}")
-    return path
+    return services.data.job(job_id).output(name)
 
 
 def segment_audio_file(services: ApiServices, session: Session, caller: Caller, job_id: str, index: int) -> Path:

@@ -119,10 +119,10 @@ class LiveSpeech:
         (its audio file is there: it is written whole, then renamed); with `every` (the job is done), all of them.
         """
         pieces = b""
-        folder = self.services.data.job(self.job_id)
+        folder, files = self.services.data.job(self.job_id), self.services.data.files
         while (current := self.track.segment) is not None:
             path = folder.segment_audio(current)
-            if not every and not await run_in_threadpool(path.is_file):
+            if not await run_in_threadpool(files.fetch, path) and not every:
                 break
             try:
                 samples = await run_in_threadpool(read_segment_audio, path)
@@ -130,6 +130,8 @@ class LiveSpeech:
                 raise GenerationFailed(
                     f"speech job {self.job_id}: segment {current} is not readable: {error}"
                 ) from error
+            finally:
+                files.drop_local(path)
             pieces += self.track.from_stored(samples)
         return pieces
 

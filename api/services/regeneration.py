@@ -26,7 +26,8 @@ from api.errors import Conflict, InvalidInput, NotFound, Problem
 from api.schemas import MAX_SEED, RegeneratedSegment, RegenerationView, TurnRegeneration
 from api.services.job_limits import GenerationLimits, check_audio_minutes, check_generation_lengths
 from api.services.jobs import job_view, owned_job
-from core.job_scripts import read_script, write_script
+from core.file_store import FileStore
+from core.job_scripts import read_script, script_path, write_script
 from core.models import Job, JobSegment, JobState, SegmentState, utc_now
 from core.storage import JobFolder
 from pipeline.drafting.replies import script_to_text
@@ -52,7 +53,8 @@ def regenerate_turn(
             raise Conflict(f"job {job_id} is {job.state}; a turn can be regenerated once the job is done")
         if job.intermediates_removed_at is not None:
             raise Conflict(_removed_message(job))
-        folder = services.data.job(job_id)
+        folder, files = services.data.job(job_id), services.data.files
+        files.fetch(script_path(folder, job.revision))
         current_text = script_text = read_script(folder, job.revision)
         script = parse_script(script_text)
         if turn >= len(script.turns):
@@ -64,14 +66,15 @@ def regenerate_turn(
         if change.text is not None:
             plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
             check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
-            check_generation_lengths(plan, _voice_seconds(folder, len(plan.speakers)), limits, "text")
+            check_generation_lengths(plan, _voice_seconds(files, folder, len(plan.speakers)), limits, "text")
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
         seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(segments)}
         revision = job.revision + 1
         _start_revision(session, job, revision, seeds, segments)
-        write_script(folder, revision, script_text)
+        files.publish(write_script(folder, revision, script_text))  # before the row commits, as at submission
         view = job_view(session, job)
         queue, priority = cast(QueueKind, job.queue), job.priority
+    files.drop_local(folder.root)
     logger.info("turn regeneration queued", extra={"job_id": job_id, "turn": turn, "revision": revision})
     try:
         enqueue_regeneration(services.celery, services.settings.redis_namespace, job_id, revision, queue, priority)
@@ -88,8 +91,10 @@ def regenerate_turn(
     )
 
 
-def _voice_seconds(folder: JobFolder, speakers: int) -> dict[int, float]:
+def _voice_seconds(files: FileStore, folder: JobFolder, speakers: int) -> dict[int, float]:
     """How long each speaker's voice prompt in the job's inputs is."""
+    for speaker in range(speakers):
+        files.fetch(folder.voice(speaker))
     return {speaker: sf.info(str(folder.voice(speaker))).duration for speaker in range(speakers)}
 
 

@@ -37,6 +37,7 @@ from api.schemas import JobOptions, JobView, SpeechFormat, SpeechRequest
 from api.services.event_stream import POLL_SECONDS, read_job_view
 from api.services.jobs import JobSubmission, cancel_job, submit_job
 from core.audio_formats import AUDIO_FORMATS
+from core.file_store import FileStore
 from core.job_events import JOB_EVENT, StateEvent, job_channel
 from core.models import FINAL_STATES, JobState, Voice
 from pipeline.script import nothing_to_say
@@ -71,8 +72,9 @@ class SpeechAudio:
     """A finished speech job's audio, in the format the request asked for."""
 
     job_id: str
-    path: Path
+    path: Path  # fetched from the store; this host's copy is dropped once the chunks are read
     response_format: SpeechFormat
+    files: FileStore
 
     @property
     def media_type(self) -> str:
@@ -80,13 +82,16 @@ class SpeechAudio:
 
     def chunks(self) -> Iterator[bytes]:
         """The audio in pieces of at most 64 KiB (pcm: the 16-bit samples without the WAV header)."""
-        if self.response_format == "pcm":
-            for block in sf.blocks(self.path, blocksize=_PCM_BLOCK_SAMPLES, dtype="int16"):
-                yield block.astype("<i2").tobytes()
-            return
-        with self.path.open("rb") as handle:
-            while chunk := handle.read(_CHUNK_BYTES):
-                yield chunk
+        try:
+            if self.response_format == "pcm":
+                for block in sf.blocks(self.path, blocksize=_PCM_BLOCK_SAMPLES, dtype="int16"):
+                    yield block.astype("<i2").tobytes()
+                return
+            with self.path.open("rb") as handle:
+                while chunk := handle.read(_CHUNK_BYTES):
+                    yield chunk
+        finally:
+            self.files.drop_local(self.path)
 
     def read(self) -> bytes:
         return b"".join(self.chunks())
@@ -114,7 +119,9 @@ async def synthesize(
     if final.state == JobState.CANCELLED:
         raise Conflict(f"speech job {final.id} was cancelled before it finished")
     path = services.data.job(final.id).output(f"episode.{_JOB_FORMAT[body.response_format]}")
-    return SpeechAudio(job_id=final.id, path=path, response_format=body.response_format)
+    if not await run_in_threadpool(services.data.files.fetch, path):
+        raise GenerationFailed(f"speech job {final.id} is done but its audio is gone (deleted meanwhile?)")
+    return SpeechAudio(job_id=final.id, path=path, response_format=body.response_format, files=services.data.files)
 
 
 def speech_script(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Voice prompts: validate an upload, store it levelled, list, look up and delete a key's voices."""
+"""Voice prompts: validate an upload, store it levelled, list, look up, rename and delete a key's voices."""
 
 from __future__ import annotations
 
@@ -94,7 +94,13 @@ def create_voice(services: ApiServices, session: Session, caller: Caller, name: 
     )
     session.add(voice)
     session.flush()  # a row the database refuses leaves no file behind
-    write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
+    path = write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
+    try:
+        services.data.files.publish(path)  # before the row commits: every api host can serve it then
+    except BaseException:
+        services.data.files.remove(path)
+        raise
+    services.data.files.drop_local(path)
     logger.info("voice stored", extra={"voice_id": voice.id, "seconds": voice.seconds, "owner": caller.key_id})
     return voice
 
@@ -114,18 +120,32 @@ def list_voices(session: Session, caller: Caller) -> list[Voice]:
     return list(session.scalars(query))
 
 
+def rename_voice(session: Session, caller: Caller, voice_id: str, name: str) -> Voice:
+    """Give the voice a new name; only the library's entry changes (jobs that used it keep their own copies)."""
+    voice = owned_voice(session, caller, voice_id)
+    voice.name = name
+    session.flush()
+    logger.info("voice renamed", extra={"voice_id": voice.id, "owner": caller.key_id})
+    return voice
+
+
 def delete_voice(services: ApiServices, session: Session, caller: Caller, voice_id: str) -> None:
     """Forget the voice; jobs that used it keep their own copy."""
     voice = owned_voice(session, caller, voice_id)
     session.delete(voice)
-    services.data.voice(voice.id).unlink(missing_ok=True)
+    services.data.files.remove(services.data.voice(voice.id))
 
 
 def copy_voice_into(services: ApiServices, voice: Voice, target: Path) -> None:
     """Give a job its own copy of a stored voice, so deleting the voice later never breaks the job."""
     source = services.data.voice(voice.id)
-    with source.open("rb") as stored:
-        atomic_write(target, lambda handle: shutil.copyfileobj(stored, handle))
+    if not services.data.files.fetch(source):
+        raise NotFound(f"voice {voice.id} has no recording any more; upload it again")
+    try:
+        with source.open("rb") as stored:
+            atomic_write(target, lambda handle: shutil.copyfileobj(stored, handle))
+    finally:
+        services.data.files.drop_local(source)
 
 
 def voice_view(voice: Voice) -> VoiceView:

@@ -13,7 +13,15 @@ import gradio as gr
 from api.schemas import JobView
 from webui.api_client import StudioApi, StudioApiError
 from webui.context import StudioContext
-from webui.render import cancel_notice, field_error, job_choice_label, jobs_table_html, notice, queues_html, usage_html
+from webui.render import (
+    admin_jobs_table_html,
+    cancel_notice,
+    field_error,
+    job_choice_label,
+    notice,
+    queues_html,
+    usage_html,
+)
 
 STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
                  ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
@@ -68,7 +76,7 @@ async def admin_listing(view: AdminView, api: StudioApi, state: str | None) -> d
     return {
         view.queues: queues_html(queues),
         view.storage: usage_html(usage),
-        view.table: jobs_table_html(jobs, admin=True),
+        view.table: admin_jobs_table_html(jobs),
         view.job: gr.update(choices=[(job_choice_label(job, admin=True), job.id) for job in jobs]),
         view.problem: "",
     }

@@ -1,15 +1,15 @@
 """Cast: a voice for every speaker (from the library, with a play button, or uploaded/recorded), and names.
 
-The library is the caller's voices on the api (`/v1/voices`); the bundled example voices can be added to it
-in one click. A recording given to one speaker goes with the job (the api keeps it in the job, not in the
-library). Rows follow the script: one per speaker, up to the format's four.
+The library (`webui.views.library`) is the caller's voices on the api (`/v1/voices`). A recording given to one
+speaker goes with the job (the api keeps it in the job, not in the library); a row given both a recording and
+a library voice sends the recording, and says so (`webui.voices.voice_in_use`). Rows follow the script: one
+per speaker, up to the format's four. One voice preview plays at a time, wherever it was started.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -17,9 +17,19 @@ import gradio as gr
 from api.schemas import VoiceView
 from pipeline.script import MAX_SPEAKERS
 from webui.api_client import StudioApiError
+from webui.assets import VOICE_PREVIEW_JS
 from webui.context import StudioContext
-from webui.render import field_error, notice, speaker_header_html, voices_html
+from webui.render import field_error, speaker_header_html, voice_use_html
 from webui.script_preview import ScriptPreview
+from webui.views.library import (
+    LibraryView,
+    build_library,
+    library_view_outputs,
+    library_view_updates,
+    voice_preview,
+    wire_library,
+)
+from webui.voices import voice_in_use
 
 
 @dataclass(frozen=True)
@@ -29,8 +39,9 @@ class SpeakerRow:
     name: gr.Textbox
     voice: gr.Dropdown
     play: gr.Button
-    preview: gr.Audio
+    preview: gr.HTML
     upload: gr.Audio
+    uses: gr.HTML  # which of the two voices the row sends (`webui.voices.voice_in_use`)
     problem: gr.HTML
 
 
@@ -39,91 +50,50 @@ class CastView:
     rows: tuple[SpeakerRow, ...]
     hint: gr.HTML  # shown while there is no script to cast
     problem: gr.HTML  # what concerns the cast as a whole
-    library: gr.HTML
-    new_name: gr.Textbox
-    new_recording: gr.Audio
-    add: gr.Button
-    library_problem: gr.HTML
-    example_buttons: tuple[tuple[gr.Button, str], ...]  # (button, example voice name)
+    library: LibraryView
     speakers: gr.State  # the speaker names the rows were laid out for
+    pending_voices: gr.State  # voices restored from the browser, picked once the library they are in is loaded
 
     @property
     def voice_dropdowns(self) -> list[gr.Dropdown]:
         return [row.voice for row in self.rows]
 
+    @property
+    def previews(self) -> list[gr.HTML]:
+        """Every voice player of the screen: one plays at a time."""
+        return [*(row.preview for row in self.rows), self.library.preview]
+
 
 def build_cast(context: StudioContext) -> CastView:
     hint = gr.HTML('<p class="vx-empty">Write or load a script first: its speakers appear here.</p>')
     problem = gr.HTML(elem_id="cast-problem")
-    rows = []
-    for index in range(MAX_SPEAKERS):
-        with gr.Group(visible=False, elem_id=f"speaker-{index + 1}") as box:
-            header = gr.HTML()
-            with gr.Row(equal_height=False):
-                name = gr.Textbox(
-                    label="Name in the transcript", scale=1, min_width=180, elem_id=f"speaker-{index + 1}-name"
-                )
-                voice = gr.Dropdown(
-                    choices=[],
-                    value=None,
-                    label="Library voice",
-                    scale=2,
-                    min_width=200,
-                    elem_id=f"speaker-{index + 1}-voice",
-                )
-                play = gr.Button("▶ Play", size="sm", scale=0, min_width=80, elem_id=f"speaker-{index + 1}-play")
-            preview = gr.Audio(
-                label="Library voice",
-                interactive=False,
-                buttons=["download"],
-                autoplay=True,
-                visible=False,
-                elem_id=f"speaker-{index + 1}-preview",
-            )
-            upload = gr.Audio(
-                label="…or upload or record a voice for this speaker (3 to 60 s; used instead of the library voice)",
-                sources=["upload", "microphone"],
-                type="filepath",
-                buttons=[],
-                elem_id=f"speaker-{index + 1}-upload",
-                elem_classes=["vx-compact-audio"],
-            )
-            row_problem = gr.HTML(elem_id=f"speaker-{index + 1}-problem")
-        rows.append(SpeakerRow(box, header, name, voice, play, preview, upload, row_problem))
-    with gr.Accordion("Voice library", open=True, elem_id="voice-library"):
-        library = gr.HTML(voices_html([]), elem_id="library")
-        example_buttons = []
-        if context.examples.voices:
-            gr.Markdown("Add a bundled example voice to your library:")
-            with gr.Row():
-                for voice_name in context.examples.voices:
-                    button = gr.Button(f"+ {voice_name}", size="sm", elem_classes=["vx-example-voice"])
-                    example_buttons.append((button, voice_name))
+    rows = tuple(_speaker_row(index) for index in range(MAX_SPEAKERS))
+    library = build_library(context)
+    return CastView(rows, hint, problem, library, speakers=gr.State(()), pending_voices=gr.State(()))
+
+
+def _speaker_row(index: int) -> SpeakerRow:
+    element = f"speaker-{index + 1}"
+    with gr.Group(visible=False, elem_id=element) as box:
+        header = gr.HTML()
         with gr.Row(equal_height=False):
-            new_name = gr.Textbox(label="New voice's name", scale=1, min_width=180, elem_id="new-voice-name")
-            new_recording = gr.Audio(
-                label="Recording (any format and rate; 3 to 60 s are used)",
-                sources=["upload", "microphone"],
-                type="filepath",
-                buttons=[],
-                scale=2,
-                elem_id="new-voice-recording",
-                elem_classes=["vx-compact-audio"],
+            name = gr.Textbox(label="Name in the transcript", scale=1, min_width=180, elem_id=f"{element}-name")
+            voice = gr.Dropdown(
+                choices=[], value=None, label="Library voice", scale=2, min_width=200, elem_id=f"{element}-voice"
             )
-        add = gr.Button("Add to library", size="sm", elem_id="add-voice")
-        library_problem = gr.HTML(elem_id="library-problem")
-    return CastView(
-        rows=tuple(rows),
-        hint=hint,
-        problem=problem,
-        library=library,
-        new_name=new_name,
-        new_recording=new_recording,
-        add=add,
-        library_problem=library_problem,
-        example_buttons=tuple(example_buttons),
-        speakers=gr.State(()),
-    )
+            play = gr.Button("▶ Play", size="sm", scale=0, min_width=80, elem_id=f"{element}-play")
+        preview = gr.HTML(js_on_load=VOICE_PREVIEW_JS, elem_id=f"{element}-preview")
+        upload = gr.Audio(
+            label="…or upload or record a voice for this speaker (3 to 60 s; used instead of the library voice)",
+            sources=["upload", "microphone"],
+            type="filepath",
+            buttons=[],
+            elem_id=f"{element}-upload",
+            elem_classes=["vx-compact-audio"],
+        )
+        uses = gr.HTML(elem_id=f"{element}-uses")
+        row_problem = gr.HTML(elem_id=f"{element}-problem")
+    return SpeakerRow(box, header, name, voice, play, preview, upload, uses, row_problem)
 
 
 def cast_for_script(view: CastView, preview: ScriptPreview, shown: tuple[str, ...]) -> dict[Any, Any]:
@@ -152,72 +122,65 @@ def cast_for_script(view: CastView, preview: ScriptPreview, shown: tuple[str, ..
     return updates
 
 
-def voice_choices(voices: Sequence[VoiceView]) -> list[tuple[str, str]]:
-    return [(f"{voice.name} ({voice.seconds:.0f} s)", voice.id) for voice in voices]
+def voice_pickers(view: CastView) -> list[gr.Dropdown]:
+    """Every picker of a library voice on the screen, the library's own first (`library_updates`' order)."""
+    return [view.library.voice, *view.voice_dropdowns]
 
 
-def library_updates(view: CastView, voices: Sequence[VoiceView]) -> dict[Any, Any]:
-    choices = voice_choices(voices)
-    return {view.library: voices_html(voices)} | {
-        dropdown: gr.update(choices=choices) for dropdown in view.voice_dropdowns
-    }
+def library_updates(view: CastView, voices: Sequence[VoiceView], picked: Sequence[str | None]) -> dict[Any, Any]:
+    """The library and every voice picker (`picked`: their values, in `voice_pickers` order) for `voices`."""
+    return library_view_updates(view.library, voice_pickers(view), voices, picked)
+
+
+def library_outputs(view: CastView) -> list[Any]:
+    return library_view_outputs(view.library, voice_pickers(view))
+
+
+def with_restored_voices(picked: Sequence[str | None], pending: Sequence[str | None]) -> list[str | None]:
+    """The pickers' values (`voice_pickers` order) with each speaker's voice restored from the browser put in
+    place; `library_updates` then leaves out any no longer in the library."""
+    library_voice, *speakers = picked
+    restored = [
+        pending[index] if index < len(pending) and pending[index] else voice for index, voice in enumerate(speakers)
+    ]
+    return [library_voice, *restored]
 
 
 def wire_cast(view: CastView, context: StudioContext, key: gr.Textbox) -> None:
-    library_outputs = [view.library, *view.voice_dropdowns, view.library_problem]
-
-    async def add_voice(api_key: str, name: str, recording: str | None) -> dict[Any, Any]:
-        if not (name or "").strip():
-            return {view.library_problem: field_error("give the voice a name")}
-        if not recording:
-            return {view.library_problem: field_error("upload or record a voice first")}
-        return await _upload_to_library(api_key, name.strip(), Path(recording))
-
-    async def _upload_to_library(api_key: str, name: str, recording: Path) -> dict[Any, Any]:
-        api = context.api(api_key)
-        try:
-            voice = await api.upload_voice(name, recording)
-            voices = await api.voices()
-        except StudioApiError as error:
-            return {view.library_problem: field_error(error.message)}
-        return library_updates(view, voices) | {
-            view.library_problem: notice(f"Added {voice.name}."),
-            view.new_name: "",
-            view.new_recording: None,
-        }
-
-    view.add.click(
-        add_voice,
-        inputs=[key, view.new_name, view.new_recording],
-        outputs=[*library_outputs, view.new_name, view.new_recording],
+    library = view.library
+    wire_library(library, context, key, view.voice_dropdowns)
+    for row in view.rows:
+        marker_inputs = [row.name, row.voice, row.upload, library.names]
+        for trigger in (row.voice.change, row.upload.change, row.name.change, library.names.change):
+            trigger(_voice_use, inputs=marker_inputs, outputs=row.uses, show_progress="hidden")
+        row.play.click(
+            _player(view, context, row), inputs=[key, row.voice, library.names], outputs=[*view.previews, row.problem]
+        )
+    library.play.click(
+        _player(view, context, None),
+        inputs=[key, library.voice, library.names],
+        outputs=[*view.previews, library.problem],
     )
 
-    def example_adder(name: str, recording: Path) -> Callable[[str], Awaitable[dict[Any, Any]]]:
-        async def add_example(api_key: str) -> dict[Any, Any]:
-            return await _upload_to_library(api_key, name, recording)
 
-        return add_example
+def _voice_use(speaker: str | None, voice_id: str | None, upload: str | None, names: dict[str, str]) -> str:
+    library_voice = names.get(voice_id) if voice_id else None
+    return voice_use_html((speaker or "").strip() or "This speaker", voice_in_use(voice_id, upload), library_voice)
 
-    for button, voice_name in view.example_buttons:
-        button.click(
-            example_adder(voice_name, context.examples.voices[voice_name]),
-            inputs=[key],
-            outputs=[*library_outputs, view.new_name, view.new_recording],
-        )
 
-    def player(row: SpeakerRow) -> Callable[[str, str | None], Awaitable[dict[Any, Any]]]:
-        async def play(api_key: str, voice_id: str | None) -> dict[Any, Any]:
-            if not voice_id:
-                return {row.problem: field_error("pick a library voice to play")}
-            try:  # fetched on every play: the api, not a cached file, decides who may hear a voice
-                destination = await context.api(api_key).download(
-                    f"/v1/voices/{voice_id}/preview.wav", context.files.voice_preview(voice_id)
-                )
-            except StudioApiError as error:
-                return {row.problem: field_error(error.message)}
-            return {row.preview: gr.update(value=str(destination), visible=True), row.problem: ""}
+def _player(
+    view: CastView, context: StudioContext, row: SpeakerRow | None
+) -> Callable[[str, str | None, dict[str, str]], Awaitable[dict[Any, Any]]]:
+    """Play the voice picked on `row` (None: the library's picker) in that place, and stop every other preview."""
+    slot, problem = (row.preview, row.problem) if row else (view.library.preview, view.library.problem)
 
-        return play
+    async def play(api_key: str, voice_id: str | None, names: dict[str, str]) -> dict[Any, Any]:
+        if not voice_id:
+            return {problem: field_error("pick a library voice to play")}
+        try:
+            shown = await voice_preview(context, api_key, voice_id, names.get(voice_id, ""))
+        except StudioApiError as error:
+            return {problem: field_error(error.message)}
+        return {preview: "" for preview in view.previews} | {slot: shown, problem: ""}
 
-    for row in view.rows:
-        row.play.click(player(row), inputs=[key, row.voice], outputs=[row.preview, row.problem])
+    return play

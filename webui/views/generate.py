@@ -24,6 +24,7 @@ from webui.context import StudioContext
 from webui.render import field_error, notice, script_error_html
 from webui.script_preview import SpeakerNameError, preview_script, script_text_to_send
 from webui.views.screens import Screens, follow_updates
+from webui.voices import VoiceUse, voice_in_use
 
 _DEFAULTS = GenerationParams()
 _OPTION_FIELDS = ("settings", "formats", "kbps", "mode", "title", "queue", "priority")
@@ -170,9 +171,10 @@ def _submission(
     uploads: dict[str, Path] = {}
     missing: dict[Any, Any] = {}
     for row, speaker in zip(cast.rows, script.speakers, strict=False):
-        if values[row.upload]:
+        use = voice_in_use(values[row.voice], values[row.upload])
+        if use is VoiceUse.UPLOAD:
             uploads[speaker.key] = Path(values[row.upload])
-        elif values[row.voice]:
+        elif use is VoiceUse.LIBRARY:
             voices[speaker.key] = values[row.voice]
         else:
             missing[row.problem] = field_error(f"{speaker.name} needs a voice: pick one from the library or upload one")

@@ -1,8 +1,10 @@
-"""History: the caller's jobs with their state; open one (its episode, or its progress), cancel it, or delete it."""
+"""History: the caller's jobs with their state; a click on a row opens that job (its episode, or its progress);
+cancel one, or delete one that has ended."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +13,7 @@ import gradio as gr
 from api.schemas import JobView
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
-from webui.render import cancel_notice, field_error, job_choice_label, jobs_table_html, notice
+from webui.render import HISTORY_COLUMNS, cancel_notice, field_error, history_rows, job_choice_label, notice
 from webui.views.screens import Screens, follow_updates, show_episode
 
 
@@ -19,9 +21,11 @@ from webui.views.screens import Screens, follow_updates, show_episode
 class HistoryView:
     tab: gr.Tab
     refresh: gr.Button
-    table: gr.HTML
-    job: gr.Dropdown
-    open: gr.Button
+    empty: gr.HTML  # shown instead of the table while there are no jobs
+    table: gr.Dataframe  # a click on a row opens its job
+    job_ids: gr.State  # the table's job ids, row by row
+    opened: gr.State  # the job of the row clicked last, and that click's token
+    job: gr.Dropdown  # the job to cancel or delete (a row's click picks its job here too)
     cancel: gr.Button
     delete: gr.Button
     confirm: gr.Group  # shown by Delete: what goes, and the buttons that delete or keep it
@@ -30,13 +34,25 @@ class HistoryView:
     keep: gr.Button
     problem: gr.HTML
 
+    @property
+    def listing(self) -> list[Any]:
+        """What `history_updates` changes."""
+        return [self.empty, self.table, self.job_ids, self.job]
+
 
 def build_history(tab: gr.Tab) -> HistoryView:
     refresh = gr.Button("Refresh", size="sm", elem_id="history-refresh")
-    table = gr.HTML(jobs_table_html([], admin=False), elem_id="history-table")
+    empty = gr.HTML('<p class="vx-empty">No jobs yet.</p>', elem_id="history-empty")
+    table = gr.Dataframe(
+        headers=HISTORY_COLUMNS,
+        interactive=False,
+        visible=False,
+        label="Your jobs: click one to open it",
+        wrap=True,
+        elem_id="history-table",
+    )
     with gr.Row(equal_height=False):
         job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="history-job")
-        open_job = gr.Button("Open", size="sm", scale=1, min_width=80, elem_id="history-open")
         cancel = gr.Button("Cancel job", size="sm", variant="stop", scale=1, min_width=80, elem_id="history-cancel")
         delete = gr.Button("Delete…", size="sm", scale=1, min_width=80, elem_id="history-delete")
     with gr.Group(visible=False, elem_id="history-confirm") as confirm:
@@ -46,17 +62,26 @@ def build_history(tab: gr.Tab) -> HistoryView:
             keep = gr.Button("Keep it", size="sm", elem_id="history-keep")
     problem = gr.HTML(elem_id="history-problem")
     return HistoryView(
-        tab, refresh, table, job, open_job, cancel, delete, confirm, confirm_text, confirm_delete, keep, problem
-    )
+        tab, refresh, empty, table, gr.State([]), gr.State(None), job, cancel, delete, confirm, confirm_text,
+        confirm_delete, keep, problem,
+    )  # fmt: skip
 
 
 def history_updates(view: HistoryView, jobs: list[JobView], *, unpick: bool = False) -> dict[Any, Any]:
     """The table and the job picker for `jobs`; `unpick` also clears the picked job (it was just deleted)."""
     choices = [(job_choice_label(job), job.id) for job in jobs]
     return {
-        view.table: jobs_table_html(jobs, admin=False),
+        view.empty: gr.update(visible=not jobs),
+        view.table: gr.update(value=history_rows(jobs), visible=bool(jobs)),
+        view.job_ids: [job.id for job in jobs],
         view.job: gr.update(choices=choices, value=None) if unpick else gr.update(choices=choices),
     }
+
+
+def clicked_job(job_ids: Sequence[str], event: gr.SelectData) -> str | None:
+    """The id of the job on the clicked row (Gradio gives the row in the data's own order, sorted or not)."""
+    row = event.index[0] if isinstance(event.index, (list, tuple)) else None
+    return job_ids[row] if isinstance(row, int) and 0 <= row < len(job_ids) else None
 
 
 def wire_history(view: HistoryView, screens: Screens, context: StudioContext) -> None:
@@ -68,7 +93,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
         return history_updates(view, jobs) | {view.problem: ""}
 
     for trigger in (view.refresh.click, view.tab.select):
-        trigger(refresh, inputs=screens.key, outputs=[view.table, view.job, view.problem])
+        trigger(refresh, inputs=screens.key, outputs=[*view.listing, view.problem])
 
     async def cancel(key: str, job_id: str | None) -> dict[Any, Any]:
         if not job_id:
@@ -81,7 +106,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             return {view.problem: field_error(error.message)}
         return history_updates(view, jobs) | {view.problem: notice(cancel_notice(job))}
 
-    view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[view.table, view.job, view.problem])
+    view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[*view.listing, view.problem])
 
     async def ask_delete(key: str, job_id: str | None) -> dict[Any, Any]:
         """Say what a delete removes before doing it; a job still in flight is refused here, as the api would."""
@@ -117,33 +142,49 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
     view.job.change(lambda: gr.Group(visible=False), outputs=view.confirm)  # a question about another job
     view.keep.click(lambda: (gr.Group(visible=False), ""), outputs=[view.confirm, view.problem])
     view.confirm_delete.click(
-        delete, inputs=[screens.key, view.job], outputs=[view.confirm, view.table, view.job, view.problem]
+        delete, inputs=[screens.key, view.job], outputs=[view.confirm, *view.listing, view.problem]
     )
 
     generate, finish = screens.generate, screens.finish
     open_outputs = [
-        screens.tabs, view.problem, generate.progress, generate.segments, generate.job, generate.cancel,
+        screens.tabs, view.problem, view.job, generate.progress, generate.segments, generate.job, generate.cancel,
         generate.problem, finish.episode, finish.downloads, finish.problem, finish.status, finish.turn, finish.job,
     ]  # fmt: skip
 
-    async def open_job(key: str, job_id: str | None) -> AsyncIterator[dict[Any, Any]]:
-        """A done job on Finish; one in flight on Generate, followed; a failed or cancelled one's state."""
-        if not job_id:
-            yield {view.problem: field_error("pick a job to open")}
+    async def open_job(key: str, opened: dict[str, str] | None) -> AsyncIterator[dict[Any, Any]]:
+        """The clicked row's job: a done one on Listen; one in flight on Generate, followed; a failed or cancelled
+        one's state on Generate. The row's job is also picked for Cancel and Delete."""
+        if not opened:
             return
+        job_id = opened["job"]
         try:
             job = await context.api(key).job(job_id)
         except StudioApiError as error:
             yield {view.problem: field_error(error.message)}
             return
+        picked = {view.job: gr.update(value=job_id), view.problem: ""}
         if job.state == "done":
-            yield await show_episode(screens, context, key, job) | {
-                screens.tabs: gr.Tabs(selected="finish"),
-                view.problem: "",
-            }
+            yield await show_episode(screens, context, key, job) | picked | {screens.tabs: gr.Tabs(selected="finish")}
             return
-        yield {screens.tabs: gr.Tabs(selected="generate"), view.problem: "", generate.problem: ""}
+        yield picked | {screens.tabs: gr.Tabs(selected="generate"), generate.problem: ""}
         async for update in follow_updates(screens, context, key, job_id):
             yield update
 
-    view.open.click(open_job, inputs=[screens.key, view.job], outputs=open_outputs, show_progress="hidden")
+    # "multiple": each click's job is opened even while the one before is still followed (it is cancelled below)
+    following = view.opened.change(
+        open_job,
+        inputs=[screens.key, view.opened],
+        outputs=open_outputs,
+        show_progress="hidden",
+        trigger_mode="multiple",
+    )
+
+    def pick_row(job_ids: list[str], event: gr.SelectData) -> dict[Any, Any]:
+        """Stop following the job opened before (`cancels`), then open the clicked one: a new value every
+        click, so clicking the same row again opens it again."""
+        job_id = clicked_job(job_ids, event)
+        if job_id is None:
+            return {view.problem: field_error("that row is no longer in the list: refresh and click again")}
+        return {view.opened: {"job": job_id, "click": secrets.token_hex(4)}}
+
+    view.table.select(pick_row, inputs=view.job_ids, outputs=[view.opened, view.problem], cancels=[following])

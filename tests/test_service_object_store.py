@@ -1,0 +1,213 @@
+"""The service with its files in an S3-compatible bucket: hosts that share only the bucket, Redis and the database.
+
+The api and each worker run with a data folder of their own (`api-host`, `host-1`, `host-2`: separate local disks,
+as on separate machines) and `VOXCAST_STORAGE_URL` pointing at a bucket on moto's S3 server (`tests.s3_server`).
+Every path a job's files take is walked: a voice uploaded and deleted; a job submitted on the api host, generated on
+a worker host, downloaded with Range from the bucket; a job killed on one host and resumed on another from the frames
+it published; a turn regenerated; a job purged.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.s3_server import CREDENTIALS
+from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, segment_rows, upload_voice, wait_for
+from tests.test_hardening_faults import job_row, submit_whole, wait_until
+
+FINAL = {"done", "failed", "cancelled"}
+PREFIX = "install"
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server) -> str:  # type: ignore[no-untyped-def]
+    return s3_server.new_bucket()
+
+
+@pytest.fixture(scope="module")
+def stack(make_service_stack, s3_server, bucket: str, postgres_or_sqlite_url: str | None, tmp_path_factory):  # type: ignore[no-untyped-def]
+    database = postgres_or_sqlite_url or f"sqlite:///{tmp_path_factory.mktemp('database') / 'voxcast.db'}"
+    stack = make_service_stack(
+        storage_url=f"s3://{bucket}/{PREFIX}", storage_endpoint_url=s3_server.endpoint_url, database_url=database
+    )
+    stack.env.update(CREDENTIALS)
+    stack.env["VOXCAST_DATA_DIR"] = str(stack.root / "api-host")
+    stack.start_api()
+    return stack
+
+
+def start_worker_on(stack, host: str):  # type: ignore[no-untyped-def]
+    """A worker whose data folder is `host`'s own: nothing on its disk is any other process's."""
+    api_folder = stack.env["VOXCAST_DATA_DIR"]
+    stack.env["VOXCAST_DATA_DIR"] = str(stack.root / host)
+    try:
+        return stack.start_worker()
+    finally:
+        stack.env["VOXCAST_DATA_DIR"] = api_folder
+
+
+def kill(process) -> None:  # type: ignore[no-untyped-def]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def local_files(folder: Path) -> list[str]:
+    return (
+        sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()) if folder.exists() else []
+    )
+
+
+def job_keys(s3_server, bucket: str, job_id: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    prefix = f"{PREFIX}/jobs/{job_id}/"
+    return {key.removeprefix(prefix): size for key, size in s3_server.keys(bucket, prefix).items()}
+
+
+def stored(s3_server, bucket: str, key: str) -> bytes:  # type: ignore[no-untyped-def]
+    return s3_server.client().get_object(Bucket=bucket, Key=f"{PREFIX}/{key}")["Body"].read()
+
+
+def test_a_job_goes_from_the_api_host_to_a_worker_host_and_back_through_the_bucket(  # type: ignore[no-untyped-def]
+    stack, s3_server, bucket: str, voice_wav: Path
+) -> None:
+    worker = start_worker_on(stack, "host-1")
+    client = stack.client(stack.mint_key("producer"))
+    voice = upload_voice(client, voice_wav, "voice")
+    assert f"{PREFIX}/voices/{voice}.wav" in s3_server.keys(bucket, f"{PREFIX}/voices/")
+    assert local_files(stack.root / "api-host" / "voices") == []  # the api host keeps nothing
+
+    response = client.post(
+        "/v1/jobs",
+        json={
+            "script": FOUR_TURNS,
+            "voices": {"Alice": voice, "Bob": voice},
+            "mode": "turns",
+            "settings": FOUR_TURNS_SETTINGS,
+            "formats": ["wav", "mp3"],
+        },
+    )
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    job = wait_for(client, job_id, FINAL, timeout=120)
+    assert job["state"] == "done", job
+
+    keys = job_keys(s3_server, bucket, job_id)
+    segments = segment_rows(stack, job_id)
+    assert {"inputs/script.txt", "inputs/voices/0.wav", "inputs/voices/1.wav"} <= keys.keys()
+    assert {f"segments/{row.index:04d}.flac" for row in segments} <= keys.keys()
+    assert {f"segments/{row.index:04d}.latents.npy" for row in segments} <= keys.keys()
+    names = ("episode.wav", "episode.mp3", "episode.srt", "episode.vtt", "episode.chapters.json")
+    assert {f"outputs/{name}" for name in names} <= keys.keys()
+    assert not [key for key in keys if key.endswith((".partial.frames", ".tmp"))]
+    assert local_files(stack.root / "api-host" / "jobs") == []  # scratch only, and gone once used
+    assert local_files(stack.root / "host-1" / "jobs") == []
+
+    # Downloads stream from the bucket, with Range.
+    whole = stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.wav")
+    audio = client.get(f"/v1/jobs/{job_id}/audio.wav")
+    assert audio.status_code == 200 and audio.content == whole
+    assert audio.headers["accept-ranges"] == "bytes" and audio.headers["content-length"] == str(len(whole))
+    assert audio.headers["content-disposition"] == f'attachment; filename="{job_id}.wav"'
+    part = client.get(f"/v1/jobs/{job_id}/audio.wav", headers={"Range": "bytes=100-4195"})
+    assert part.status_code == 206 and part.content == whole[100:4196]
+    assert part.headers["content-range"] == f"bytes 100-4195/{len(whole)}"
+    tail = client.get(f"/v1/jobs/{job_id}/audio.wav", headers={"Range": "bytes=-10"})
+    assert tail.status_code == 206 and tail.content == whole[-10:]
+    several = client.get(f"/v1/jobs/{job_id}/audio.wav", headers={"Range": "bytes=0-1,5-6"})
+    assert several.status_code == 200 and several.content == whole  # several ranges: the whole file, as RFC allows
+    past = client.get(f"/v1/jobs/{job_id}/audio.wav", headers={"Range": f"bytes={len(whole)}-"})
+    assert past.status_code == 416 and past.headers["content-range"] == f"bytes */{len(whole)}"
+    ignored = client.get(f"/v1/jobs/{job_id}/audio.wav", headers={"Range": "lines=1-2"})
+    assert ignored.status_code == 200 and ignored.content == whole
+    mp3 = client.get(f"/v1/jobs/{job_id}/audio.mp3")
+    assert mp3.status_code == 200 and mp3.headers["content-type"] == "audio/mpeg"
+    assert mp3.content == stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.mp3")
+    vtt = client.get(f"/v1/jobs/{job_id}/transcript.vtt")
+    assert vtt.status_code == 200 and vtt.text.startswith("WEBVTT")
+    assert client.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    segment = client.get(f"/v1/jobs/{job_id}/segments/0/audio")
+    assert segment.status_code == 200 and segment.content == stored(
+        s3_server, bucket, f"jobs/{job_id}/segments/0000.flac"
+    )
+    assert local_files(stack.root / "api-host" / "jobs") == []
+
+    # A regenerated turn: the new revision's script goes through the bucket to the worker, its segment comes back.
+    before = stored(s3_server, bucket, f"jobs/{job_id}/segments/0001.flac")
+    regenerated = client.post(f"/v1/jobs/{job_id}/turns/1/regenerate", json={"seed": 4321, "text": "Something new."})
+    assert regenerated.status_code == 202, regenerated.text
+    assert "inputs/script.r1.txt" in job_keys(s3_server, bucket, job_id)
+    job = wait_for(client, job_id, FINAL, timeout=120)
+    assert job["state"] == "done" and job["revision"] == 1, job
+    after = stored(s3_server, bucket, f"jobs/{job_id}/segments/0001.flac")
+    assert after != before
+    assert stored(s3_server, bucket, f"jobs/{job_id}/segments/0000.flac") == segment.content  # the rest untouched
+    episode = client.get(f"/v1/jobs/{job_id}/audio.wav").content
+    assert episode == stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.wav") != whole
+    assert local_files(stack.root / "host-1" / "jobs") == []
+
+    # A deleted voice: its object goes, its preview is a 404; the job keeps its own copy.
+    assert client.get(f"/v1/voices/{voice}/preview.wav").content == stored(s3_server, bucket, f"voices/{voice}.wav")
+    assert client.delete(f"/v1/voices/{voice}").status_code == 204
+    assert s3_server.keys(bucket, f"{PREFIX}/voices/{voice}") == {}
+    assert client.get(f"/v1/voices/{voice}/preview.wav").status_code == 404
+    assert "inputs/voices/0.wav" in job_keys(s3_server, bucket, job_id)
+
+    # A purged job: every object of it goes.
+    assert client.delete(f"/v1/jobs/{job_id}?purge=true").status_code == 204
+    assert job_keys(s3_server, bucket, job_id) == {}
+    assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 404
+    kill(worker)
+
+
+def test_a_job_killed_on_one_host_resumes_on_another_from_the_frames_it_published(  # type: ignore[no-untyped-def]
+    stack, s3_server, bucket: str, voice_wav: Path
+) -> None:
+    """One long generation (`whole` mode), its worker killed half way: a worker on another host, with nothing of the
+    job on its disk, replays the frames the first one published and ends with the uninterrupted episode."""
+    first = start_worker_on(stack, "host-1")
+    client = stack.client(stack.mint_key("resume"))
+    voice = upload_voice(client, voice_wav, "voice")
+    reference_id = submit_whole(client, voice)
+    assert wait_for(client, reference_id, FINAL, timeout=180)["state"] == "done"
+    (reference_row,) = segment_rows(stack, reference_id)
+
+    job_id = submit_whole(client, voice)
+    wait_until(lambda: job_row(stack, job_id).frames_done >= reference_row.frames // 2, "the job to pass half way")
+    time.sleep(1.0)  # past a heartbeat (0.5 s): its frames so far are in the bucket
+    kill(first)
+    published = job_keys(s3_server, bucket, job_id)
+    assert "segments/0000.partial.frames" in published, published
+
+    second = start_worker_on(stack, "host-2")  # takes the job once its heartbeat is stale
+    job = wait_for(client, job_id, FINAL, timeout=180)
+    assert job["state"] == "done", job
+    (row,) = segment_rows(stack, job_id)
+    assert row.attempts == 2 and row.resumed_from_frame >= 8 and row.frames == reference_row.frames
+    killed = sf.read(io.BytesIO(client.get(f"/v1/jobs/{job_id}/audio.wav").content))[0]
+    reference = sf.read(io.BytesIO(client.get(f"/v1/jobs/{reference_id}/audio.wav").content))[0]
+    assert len(killed) == len(reference)
+    np.testing.assert_allclose(killed, reference, atol=1e-3)
+    assert "segments/0000.partial.frames" not in job_keys(s3_server, bucket, job_id)
+    assert local_files(stack.root / "host-2" / "jobs") == []
+    kill(second)
+
+
+def test_a_process_refuses_to_start_when_its_bucket_does_not_exist(stack, s3_server) -> None:  # type: ignore[no-untyped-def]
+    env = {**stack.env, "VOXCAST_STORAGE_URL": "s3://no-such-bucket/x", "VOXCAST_DATA_DIR": str(stack.root / "host-x")}
+    import subprocess
+
+    from cli.serve import worker_command
+
+    result = subprocess.run(
+        worker_command(stack.settings), env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode != 0
+    assert "cannot reach the job files' store" in result.stdout + result.stderr
+    assert "s3://no-such-bucket/" in result.stdout + result.stderr
