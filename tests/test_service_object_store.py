@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -211,3 +212,43 @@ def test_a_process_refuses_to_start_when_its_bucket_does_not_exist(stack, s3_ser
     assert result.returncode != 0
     assert "cannot reach the job files' store" in result.stdout + result.stderr
     assert "s3://no-such-bucket/" in result.stdout + result.stderr
+
+
+def test_two_workers_with_separate_disks_share_the_jobs_and_the_metrics_show_both(  # type: ignore[no-untyped-def]
+    stack, voice_wav: Path
+) -> None:
+    """The issue's bar: two workers sharing only Redis, the database and the bucket finish the jobs the api serves;
+    the api's /metrics sees both, and each worker's own metrics count the jobs it ran."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.conftest import free_port
+    from tests.service_client import submit_four_turns
+
+    ports = {}
+    started = []
+    for host in ("host-3", "host-4"):
+        ports[host] = free_port()
+        stack.env |= {"VOXCAST_WORKER_MAX_JOBS": "1", "VOXCAST_WORKER_METRICS_PORT": str(ports[host])}
+        started.append(start_worker_on(stack, host))
+    for name in ("VOXCAST_WORKER_MAX_JOBS", "VOXCAST_WORKER_METRICS_PORT"):
+        del stack.env[name]
+    admin = stack.client(stack.mint_key("operator", admin=True))
+    voice = upload_voice(admin, voice_wav, "voice")
+    job_ids = [submit_four_turns(admin, voice) for _ in range(4)]
+    for job_id in job_ids:
+        assert wait_for(admin, job_id, FINAL, timeout=180)["state"] == "done"
+        assert admin.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 200
+
+    def samples(text: str) -> dict[tuple[str, tuple], float]:
+        families = text_string_to_metric_families(text)
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in families for s in family.samples}
+
+    scraped = samples(admin.get("/metrics").text)
+    assert scraped[("voxcast_workers_up", ())] == 2
+    ran = {}
+    for host, port in ports.items():
+        own = samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
+        ran[host] = sum(value for (name, _), value in own.items() if name == "voxcast_worker_jobs_ended_total")
+    assert sum(ran.values()) == 4 and all(ran.values()), ran  # one job at a time each: both took some
+    for worker in started:
+        kill(worker)
