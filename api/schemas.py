@@ -292,6 +292,26 @@ class RegenerationView(BaseModel):
     segments: list[RegeneratedSegment] = Field(description="the segments generated again, with their new seeds")
 
 
+class PlannedTurn(BaseModel):
+    index: int
+    speaker: str
+    words: str = Field(description="the turn's first words")
+
+
+class RegenerationPlan(BaseModel):
+    """What regenerating a turn would do, asked before starting it; nothing changes."""
+
+    turn: int
+    segments: list[int] = Field(description="the segments that would be generated again")
+    turns: list[PlannedTurn] = Field(
+        description="every turn those segments hold: in `whole` mode a segment holds several, and each is spoken anew"
+    )
+    audio_seconds: float = Field(description="the audio those segments hold now")
+    estimated_seconds: float | None = Field(
+        description="about how long it would take: what those segments took when last generated (null if unknown)"
+    )
+
+
 VoiceName = ShortText
 
 

@@ -145,6 +145,36 @@ def test_edited_text_regenerates_the_whole_segment_and_sticks(stack, alice: http
     assert segment_files(stack, job_id)[0] == after[0]
 
 
+def test_a_plan_says_what_whole_mode_would_generate_again_and_about_how_long(  # type: ignore[no-untyped-def]
+    stack, alice: httpx.Client, voice: str
+) -> None:
+    job = finished_job(alice, WHOLE_SCRIPT, voice, mode="whole", formats=["wav"])
+    job_id = job["id"]
+    with stack.database().session() as session:
+        first = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index == 0)).one()
+        took = (first.finished_at - first.started_at).total_seconds()
+        seconds = first.seconds
+
+    planned = alice.post(f"/v1/jobs/{job_id}/turns/1/regeneration-plan", json={"text": "A new line for Bob here."})
+    assert planned.status_code == 200, planned.text
+    plan = planned.json()
+    assert plan["segments"] == [0]  # the segment holding turns 0 and 1: Alice's turn is spoken anew too
+    assert plan["turns"] == [
+        {"index": 0, "speaker": "Alice", "words": "Hello and welcome."},
+        {"index": 1, "speaker": "Bob", "words": "A new line for Bob here."},
+    ]
+    assert plan["audio_seconds"] == pytest.approx(seconds, abs=1e-3)
+    assert plan["estimated_seconds"] == pytest.approx(took, abs=0.1)
+    assert alice.get(f"/v1/jobs/{job_id}").json()["revision"] == 0  # asking changed nothing
+    assert segment_rows(stack, job_id) == {0: (3, 0, "done"), 1: (4, 0, "done")}
+
+    refused = alice.post(f"/v1/jobs/{job_id}/turns/1/regeneration-plan", json={"text": "Carol: hi."})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "text"  # the same checks
+    assert alice.post(f"/v1/jobs/{job_id}/turns/9/regeneration-plan").status_code == 404
+    bob = stack.client(stack.mint_key("bob-plans"))
+    assert bob.post(f"/v1/jobs/{job_id}/turns/0/regeneration-plan").status_code == 404
+
+
 def test_bad_regenerations_are_refused_with_the_reason(stack, alice: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]
     job_id = finished_job(alice, TURNS_SCRIPT, voice, mode="turns", formats=["wav"])["id"]
     for text, expected in [

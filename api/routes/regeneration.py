@@ -9,8 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentKey, ServicesDep
 from api.params import MAX_DATABASE_INT, JobId
-from api.schemas import RegenerationView, TurnRegeneration
-from api.services.regeneration import regenerate_turn
+from api.schemas import RegenerationPlan, RegenerationView, TurnRegeneration
+from api.services.regeneration import plan_regeneration, regenerate_turn
 from api.services.worker_report import generation_limits
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -35,3 +35,21 @@ async def regenerate(
     regeneration = await run_in_threadpool(regenerate_turn, services, caller, job_id, turn, change, limits)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return regeneration
+
+
+@router.post(
+    "/{job_id}/turns/{turn}/regeneration-plan",
+    response_model=RegenerationPlan,
+    summary="What regenerating a turn would generate again (in `whole` mode, other turns too) and about how long",
+)
+async def plan(
+    job_id: JobId,
+    turn: Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")],
+    caller: CurrentKey,
+    services: ServicesDep,
+    change: Annotated[TurnRegeneration | None, Body()] = None,
+) -> RegenerationPlan:
+    limits = await generation_limits(services)
+    return await run_in_threadpool(
+        plan_regeneration, services, caller, job_id, turn, change or TurnRegeneration(), limits
+    )

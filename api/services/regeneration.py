@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import cast
 
 import soundfile as sf
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
-from api.schemas import MAX_SEED, RegeneratedSegment, RegenerationView, TurnRegeneration
+from api.schemas import (
+    MAX_SEED,
+    PlannedTurn,
+    RegeneratedSegment,
+    RegenerationPlan,
+    RegenerationView,
+    TurnRegeneration,
+)
 from api.services.job_limits import GenerationLimits, check_audio_minutes, check_generation_lengths
 from api.services.jobs import job_view, owned_job
 from core.file_store import FileStore
@@ -39,6 +47,86 @@ from workers.regeneration import enqueue_regeneration
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """A regeneration every check has passed: the job's new script, its text, and the segments it generates again."""
+
+    script: Script
+    script_text: str
+    segments: dict[int, str]  # index -> the hash of its new words
+
+
+def _check(
+    services: ApiServices,
+    job: Job,
+    turn: int,
+    change: TurnRegeneration,
+    limits: GenerationLimits | None,
+) -> _Checked:
+    """Every check of a regeneration, changing nothing: 409, 404 or 422 saying what is wrong."""
+    if job.job_state is not JobState.DONE:
+        raise Conflict(f"job {job.id} is {job.state}; a turn can be regenerated once the job is done")
+    if job.intermediates_removed_at is not None:
+        raise Conflict(_removed_message(job))
+    folder, files = services.data.job(job.id), services.data.files
+    files.fetch(script_path(folder, job.revision))
+    current_text = script_text = read_script(folder, job.revision)
+    script = parse_script(script_text)
+    if turn >= len(script.turns):
+        raise NotFound(f"job {job.id} has no turn {turn}; its turns are numbered 0 to {len(script.turns) - 1}")
+    if change.text is not None:
+        script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
+        script = parse_script(script_text)
+    segments = _segments_holding(job, current_text, script_text, turn)
+    if change.text is not None:
+        plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
+        check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
+        check_generation_lengths(plan, _voice_seconds(files, folder, len(plan.speakers)), limits, "text")
+    return _Checked(script, script_text, segments)
+
+
+def plan_regeneration(
+    services: ApiServices,
+    caller: Caller,
+    job_id: str,
+    turn: int,
+    change: TurnRegeneration,
+    limits: GenerationLimits | None = None,
+) -> RegenerationPlan:
+    """What regenerating `turn` would generate again and about how long it would take; nothing changes.
+
+    The estimate is the time those segments took when they were last generated (they generated side by side, so
+    the longest of them): the same worker, batch and length make about the same time again.
+    """
+    with services.database.reading() as session:
+        job = owned_job(session, caller, job_id)
+        checked = _check(services, job, turn, change, limits)
+        rows = session.scalars(
+            select(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index.in_(checked.segments))
+        ).all()
+        held = sorted({turn_row[0] for row in rows for turn_row in row.turns} | {turn})
+        audio_seconds = sum(row.seconds for row in rows)
+        durations = [
+            (row.finished_at - row.started_at).total_seconds() for row in rows if row.started_at and row.finished_at
+        ]
+    services.data.files.drop_local(services.data.job(job_id).root)
+    script = checked.script
+    return RegenerationPlan(
+        turn=turn,
+        segments=sorted(checked.segments),
+        turns=[
+            PlannedTurn(
+                index=index,
+                speaker=script.speakers[script.turns[index].speaker].name,
+                words=_first_words(script.turns[index].text),
+            )
+            for index in held
+        ],
+        audio_seconds=round(audio_seconds, 3),
+        estimated_seconds=round(max(durations), 1) if durations else None,
+    )
+
+
 def regenerate_turn(
     services: ApiServices,
     caller: Caller,
@@ -49,29 +137,13 @@ def regenerate_turn(
 ) -> RegenerationView:
     with services.database.session() as session:
         job = owned_job(session, caller, job_id)
-        if job.job_state is not JobState.DONE:
-            raise Conflict(f"job {job_id} is {job.state}; a turn can be regenerated once the job is done")
-        if job.intermediates_removed_at is not None:
-            raise Conflict(_removed_message(job))
+        checked = _check(services, job, turn, change, limits)
         folder, files = services.data.job(job_id), services.data.files
-        files.fetch(script_path(folder, job.revision))
-        current_text = script_text = read_script(folder, job.revision)
-        script = parse_script(script_text)
-        if turn >= len(script.turns):
-            raise NotFound(f"job {job_id} has no turn {turn}; its turns are numbered 0 to {len(script.turns) - 1}")
-        if change.text is not None:
-            script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
-            script = parse_script(script_text)
-        segments = _segments_holding(job, current_text, script_text, turn)  # index -> its new text hash
-        if change.text is not None:
-            plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
-            check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
-            check_generation_lengths(plan, _voice_seconds(files, folder, len(plan.speakers)), limits, "text")
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
-        seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(segments)}
+        seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(checked.segments)}
         revision = job.revision + 1
-        _start_revision(session, job, revision, seeds, segments)
-        files.publish(write_script(folder, revision, script_text))  # before the row commits, as at submission
+        _start_revision(session, job, revision, seeds, checked.segments)
+        files.publish(write_script(folder, revision, checked.script_text))  # before the row commits, as at submission
         view = job_view(session, job)
         queue, priority = cast(QueueKind, job.queue), job.priority
     files.drop_local(folder.root)
@@ -80,6 +152,7 @@ def regenerate_turn(
         enqueue_regeneration(services.celery, services.settings.redis_namespace, job_id, revision, queue, priority)
     except Exception as error:  # the broker is down: the job stays queued in the database for the sweeper
         logger.warning("could not enqueue; the sweeper will", extra={"job_id": job_id, "error": str(error)})
+    script = checked.script
     edited = script.turns[turn]
     return RegenerationView(
         job=view,
@@ -89,6 +162,12 @@ def regenerate_turn(
         text=edited.text,
         segments=[RegeneratedSegment(index=index, seed=seed) for index, seed in seeds.items()],
     )
+
+
+def _first_words(text: str, words: int = 8) -> str:
+    """A turn's opening, to name it in a notice: its first few words, and an ellipsis when there is more."""
+    split = text.split()
+    return " ".join(split[:words]) + (" …" if len(split) > words else "")
 
 
 def _voice_seconds(files: FileStore, folder: JobFolder, speakers: int) -> dict[int, float]:
