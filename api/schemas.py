@@ -169,6 +169,25 @@ class ScriptWarningView(BaseModel):
     message: str
 
 
+class PreviousSegment(BaseModel):
+    index: int
+    audio: str = Field(description="the segment as it was before the last regeneration")
+
+
+class PreviousTake(BaseModel):
+    """The segments the last regeneration replaced, kept until the listener keeps one take (`POST .../takes`)."""
+
+    revision: int = Field(description="the revision they were made at")
+    segments: list[PreviousSegment]
+
+
+class TakeChoice(_Body):
+    keep: Literal["new", "previous"] = Field(
+        description="`new`: the regenerated take stays and the earlier one is removed; `previous`: the earlier take "
+        "comes back (the episode is assembled again at a new revision)"
+    )
+
+
 class JobView(BaseModel):
     id: str
     state: JobState
@@ -200,6 +219,9 @@ class JobView(BaseModel):
     )
     intermediates_removed_at: datetime | None = Field(
         description="when the retention policy removed the job's segments; null while it keeps them"
+    )
+    previous_take: PreviousTake | None = Field(
+        description="after a regeneration, the take it replaced, to compare and keep either; null when none is kept"
     )
     created_at: datetime
     started_at: datetime | None

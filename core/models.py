@@ -143,6 +143,9 @@ class Job(Base):
     intermediates_removed_at: Mapped[datetime | None] = mapped_column(default=None)
     # What in the submitted script is likely a typo (`pipeline.script.script_warnings`): [{"line", "message"}].
     warnings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    # The take before the last regeneration, kept until the listener keeps one (`api.services.takes`): {"revision",
+    # "segments": [{"index", "frames", "seconds", "seed", "revision", "text_hash", "turns"}]}; null when none is kept.
+    previous_take: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     # Bytes of its folder: measured at submission (plus what it is expected to write) and when a run ends.
     storage_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 

@@ -85,7 +85,7 @@ def _remove_intermediates(database: Database, data: DataFolder, job_id: str, now
         claimed = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.state.in_(FINAL_STATES), Job.intermediates_removed_at.is_(None))
-            .values(intermediates_removed_at=now)
+            .values(intermediates_removed_at=now, previous_take=None)  # a kept earlier take is an intermediate too
         ).rowcount
         if not claimed:
             return False

@@ -198,6 +198,11 @@ class JobFolder:
     def segment_latents(self, index: int) -> Path:
         return self.segments / f"{index:04d}.latents.npy"
 
+    def previous_take(self, index: int) -> tuple[Path, Path]:
+        """Audio and latents of the segment's take before its last regeneration, kept until the listener chooses
+        (`api.services.takes`)."""
+        return self.segments / f"{index:04d}.previous.flac", self.segments / f"{index:04d}.previous.latents.npy"
+
     def segment_partial_frames(self, index: int) -> Path:
         """The frames of a segment still being generated, appended as they come (for resuming; `partial_frames`)."""
         return self.segments / f"{index:04d}.partial.frames"

@@ -91,7 +91,10 @@ def alice_script(alice: httpx.Client) -> str:
     return response.json()["id"]
 
 
-WELL_FORMED_BODIES = {("PATCH", "/v1/voices/{id}"): {"name": "bob's name for it"}}
+WELL_FORMED_BODIES = {
+    ("PATCH", "/v1/voices/{id}"): {"name": "bob's name for it"},
+    ("POST", "/v1/jobs/{id}/takes"): {"keep": "previous"},
+}
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 import soundfile as sf
 from sqlalchemy import select
@@ -48,7 +49,8 @@ def finished_job(client: httpx.Client, script: str, voice: str, **options: objec
 def segment_files(stack, job_id: str) -> dict[int, tuple[bytes, int]]:  # type: ignore[no-untyped-def]
     """Each stored segment's audio bytes and modification time (ns), by index."""
     folder = stack.root / "data" / "jobs" / job_id / "segments"
-    return {int(path.name[:4]): (path.read_bytes(), path.stat().st_mtime_ns) for path in folder.glob("[0-9]*.flac")}
+    takes = folder.glob("[0-9][0-9][0-9][0-9].flac")  # the current takes, not an earlier one kept beside them
+    return {int(path.name[:4]): (path.read_bytes(), path.stat().st_mtime_ns) for path in takes}
 
 
 def segment_rows(stack, job_id: str) -> dict[int, tuple[int, int, str]]:  # type: ignore[no-untyped-def]
@@ -173,6 +175,59 @@ def test_a_plan_says_what_whole_mode_would_generate_again_and_about_how_long(  #
     assert alice.post(f"/v1/jobs/{job_id}/turns/9/regeneration-plan").status_code == 404
     bob = stack.client(stack.mint_key("bob-plans"))
     assert bob.post(f"/v1/jobs/{job_id}/turns/0/regeneration-plan").status_code == 404
+
+
+def test_the_take_a_regeneration_replaced_is_kept_until_the_listener_keeps_one(  # type: ignore[no-untyped-def]
+    stack, alice: httpx.Client, voice: str
+) -> None:
+    job = finished_job(alice, WHOLE_SCRIPT, voice, mode="whole", formats=["wav"])
+    job_id = job["id"]
+    assert job["previous_take"] is None
+    original = segment_files(stack, job_id)[0][0]  # segment 0 holds turns 0 and 1
+    original_srt = alice.get(f"/v1/jobs/{job_id}/transcript.srt").text
+    original_episode = sf.read(io.BytesIO(alice.get(f"/v1/jobs/{job_id}/audio.wav").content))[0]
+    no_take = alice.post(f"/v1/jobs/{job_id}/takes", json={"keep": "previous"})
+    assert no_take.status_code == 409 and "keeps no earlier take" in no_take.json()["detail"]
+
+    assert regenerate(alice, job_id, 1, text="Something else entirely.", seed=8).status_code == 202
+    done = wait_for(alice, job_id, {"done"})
+    previous_url = f"/v1/jobs/{job_id}/segments/0/audio?take=previous"
+    assert done["previous_take"] == {"revision": 0, "segments": [{"index": 0, "audio": previous_url}]}
+    assert alice.get(previous_url).content == original  # the earlier take, to compare
+    assert alice.get(f"/v1/jobs/{job_id}/segments/0/audio").content != original  # beside the new one
+    assert alice.get(f"/v1/jobs/{job_id}/segments/1/audio?take=previous").status_code == 404  # not regenerated
+
+    bob = stack.client(stack.mint_key("bob-takes"))
+    assert bob.post(f"/v1/jobs/{job_id}/takes", json={"keep": "new"}).status_code == 404
+    bad = alice.post(f"/v1/jobs/{job_id}/takes", json={"keep": "both"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "keep"
+
+    kept = alice.post(f"/v1/jobs/{job_id}/takes", json={"keep": "previous"})
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["revision"] == 2 and kept.json()["previous_take"] is None
+    restored = wait_for(alice, job_id, {"done", "failed"})
+    assert restored["state"] == "done" and restored["revision"] == 2, restored
+    assert alice.get(f"/v1/jobs/{job_id}/segments/0/audio").content == original
+    assert alice.get(f"/v1/jobs/{job_id}/transcript.srt").text == original_srt
+    episode = sf.read(io.BytesIO(alice.get(f"/v1/jobs/{job_id}/audio.wav").content))[0]
+    np.testing.assert_array_equal(episode, original_episode)  # the same segments: the same episode
+    assert segment_rows(stack, job_id)[0] == (3, 0, "done")  # its row as it was: seed 3, made at revision 0
+
+    # The restored take is the earlier take of the next regeneration; keeping the new one removes it.
+    assert regenerate(alice, job_id, 0, seed=9).status_code == 202
+    again = wait_for(alice, job_id, {"done"})
+    assert again["previous_take"]["revision"] == 2 and alice.get(previous_url).content == original
+    chose_new = alice.post(f"/v1/jobs/{job_id}/takes", json={"keep": "new"})
+    assert chose_new.status_code == 200 and chose_new.json()["previous_take"] is None
+    assert alice.get(previous_url).status_code == 404
+    segments = stack.root / "data" / "jobs" / job_id / "segments"
+    assert sorted(path.name for path in segments.iterdir()) == [
+        "0000.flac",
+        "0000.latents.npy",
+        "0001.flac",
+        "0001.latents.npy",
+    ]
+    assert alice.get(f"/v1/jobs/{job_id}/segments/0/audio").content != original
 
 
 def test_bad_regenerations_are_refused_with_the_reason(stack, alice: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]

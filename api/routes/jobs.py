@@ -108,9 +108,17 @@ def download_chapters(job_id: JobId, session: SessionDep, caller: CurrentKey, se
     summary="A finished segment, while the job runs (24-bit FLAC; float WAV for jobs stored by older versions)",
 )
 def download_segment(
-    job_id: JobId, index: SegmentIndex, session: SessionDep, caller: CurrentKey, services: ServicesDep
+    job_id: JobId,
+    index: SegmentIndex,
+    session: SessionDep,
+    caller: CurrentKey,
+    services: ServicesDep,
+    take: Annotated[
+        Literal["current", "previous"],
+        Query(description="`previous`: the take the last regeneration replaced, while the job keeps it"),
+    ] = "current",
 ) -> Response:
-    path = jobs.segment_audio_file(services, session, caller, job_id, index)
+    path = jobs.segment_audio_file(services, session, caller, job_id, index, previous=take == "previous")
     return _stored(services, path, AUDIO_FORMATS[path.suffix.removeprefix(".")].media_type, job_id)
 
 

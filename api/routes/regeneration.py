@@ -9,8 +9,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentKey, ServicesDep
 from api.params import MAX_DATABASE_INT, JobId
-from api.schemas import RegenerationPlan, RegenerationView, TurnRegeneration
+from api.schemas import JobView, RegenerationPlan, RegenerationView, TakeChoice, TurnRegeneration
 from api.services.regeneration import plan_regeneration, regenerate_turn
+from api.services.takes import choose_take
 from api.services.worker_report import generation_limits
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -53,3 +54,12 @@ async def plan(
     return await run_in_threadpool(
         plan_regeneration, services, caller, job_id, turn, change or TurnRegeneration(), limits
     )
+
+
+@router.post(
+    "/{job_id}/takes",
+    response_model=JobView,
+    summary="After a regeneration, keep the new take or the one it replaced (then the episode is assembled again)",
+)
+async def choose(job_id: JobId, choice: TakeChoice, caller: CurrentKey, services: ServicesDep) -> JobView:
+    return await run_in_threadpool(choose_take, services, caller, job_id, choice.keep)

@@ -21,7 +21,16 @@ from starlette.datastructures import UploadFile
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
-from api.schemas import GenerationParams, JobOptions, JobOutputs, JobProgress, JobView, ScriptWarningView
+from api.schemas import (
+    GenerationParams,
+    JobOptions,
+    JobOutputs,
+    JobProgress,
+    JobView,
+    PreviousSegment,
+    PreviousTake,
+    ScriptWarningView,
+)
 from api.services.cancellation import request_cancel
 from api.services.job_limits import (
     GenerationLimits,
@@ -292,9 +301,17 @@ def output_file(services: ApiServices, session: Session, caller: Caller, job_id:
     return services.data.job(job_id).output(name)
 
 
-def segment_audio_file(services: ApiServices, session: Session, caller: Caller, job_id: str, index: int) -> Path:
-    """A generated segment (24 kHz, 24-bit FLAC), for listening while the rest of the job generates."""
-    owned_job(session, caller, job_id)
+def segment_audio_file(
+    services: ApiServices, session: Session, caller: Caller, job_id: str, index: int, previous: bool = False
+) -> Path:
+    """A generated segment (24 kHz, 24-bit FLAC), for listening while the rest of the job generates; with `previous`,
+    the take of it the last regeneration replaced (`api.services.takes`)."""
+    job = owned_job(session, caller, job_id)
+    if previous:
+        kept = job.previous_take is not None and any(s["index"] == index for s in job.previous_take["segments"])
+        if not kept:
+            raise NotFound(f"job {job_id} keeps no earlier take of segment {index}")
+        return services.data.job(job_id).previous_take(index)[0]
     row = session.scalar(select(JobSegment).where(JobSegment.job_id == job_id, JobSegment.index == index))
     if row is None or row.state != SegmentState.DONE or row.audio_path is None:
         raise NotFound(f"job {job_id} has no finished segment {index}")
@@ -376,6 +393,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         outputs=outputs,
         regenerable=job.job_state is JobState.DONE and job.intermediates_removed_at is None,
         intermediates_removed_at=job.intermediates_removed_at,
+        previous_take=_previous_take(job),
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -402,6 +420,18 @@ def _position(session: Session, job: Job) -> int | None:
         )
     )
     return 1 + (ahead or 0)
+
+
+def _previous_take(job: Job) -> PreviousTake | None:
+    if job.previous_take is None:
+        return None
+    segments = [
+        PreviousSegment(
+            index=segment["index"], audio=f"/v1/jobs/{job.id}/segments/{segment['index']}/audio?take=previous"
+        )
+        for segment in job.previous_take["segments"]
+    ]
+    return PreviousTake(revision=job.previous_take["revision"], segments=segments)
 
 
 def _key_name(session: Session, key_id: int) -> str:

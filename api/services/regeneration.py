@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import soundfile as sf
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from api.deps import ApiServices, Caller
 from api.errors import Conflict, InvalidInput, NotFound, Problem
@@ -34,9 +33,11 @@ from api.schemas import (
 )
 from api.services.job_limits import GenerationLimits, check_audio_minutes, check_generation_lengths
 from api.services.jobs import job_view, owned_job
+from api.services.revisions import removed_message, start_revision
+from api.services.takes import set_aside
 from core.file_store import FileStore
 from core.job_scripts import read_script, script_path, write_script
-from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from core.models import Job, JobSegment, JobState
 from core.storage import JobFolder
 from pipeline.drafting.replies import script_to_text
 from pipeline.plan import Mode, Plan, plan_script, segment_seed
@@ -67,7 +68,7 @@ def _check(
     if job.job_state is not JobState.DONE:
         raise Conflict(f"job {job.id} is {job.state}; a turn can be regenerated once the job is done")
     if job.intermediates_removed_at is not None:
-        raise Conflict(_removed_message(job))
+        raise Conflict(removed_message(job))
     folder, files = services.data.job(job.id), services.data.files
     files.fetch(script_path(folder, job.revision))
     current_text = script_text = read_script(folder, job.revision)
@@ -142,7 +143,8 @@ def regenerate_turn(
         first_seed = secrets.randbelow(MAX_SEED + 1) if change.seed is None else change.seed
         seeds = {index: segment_seed(first_seed, offset) for offset, index in enumerate(checked.segments)}
         revision = job.revision + 1
-        _start_revision(session, job, revision, seeds, checked.segments)
+        set_aside(session, services.data, job, checked.segments)  # the current take, until the listener chooses
+        start_revision(session, job, revision, seeds, checked.segments)
         files.publish(write_script(folder, revision, checked.script_text))  # before the row commits, as at submission
         view = job_view(session, job)
         queue, priority = cast(QueueKind, job.queue), job.priority
@@ -255,60 +257,3 @@ def _layout(plan: Plan) -> list[tuple[int, ...]]:
 
 def _pieces(plan: Plan, turn: int) -> int:
     return sum(turn in turns for turns in _layout(plan))
-
-
-def _removed_message(job: Job) -> str:
-    removed = job.intermediates_removed_at
-    when = removed.strftime("%Y-%m-%d %H:%M UTC") if removed is not None else "meanwhile"
-    return (
-        f"job {job.id} can no longer be regenerated: the retention policy (VOXCAST_KEEP_INTERMEDIATES_DAYS) removed "
-        f"its segments on {when}; its episode and side files are still there"
-    )
-
-
-def _start_revision(
-    session: Session, job: Job, revision: int, seeds: dict[int, int], text_hashes: dict[int, str]
-) -> None:
-    """Queue the job again at `revision` with the given segments pending under new seeds (and the hashes of their new
-    words); 409 if it moved on."""
-    now = utc_now()
-    moved = session.execute(
-        update(Job)
-        .where(
-            Job.id == job.id,
-            Job.state == JobState.DONE,
-            Job.revision == revision - 1,
-            Job.intermediates_removed_at.is_(None),
-        )
-        .values(
-            state=JobState.QUEUED,
-            revision=revision,
-            frames_done=0,
-            segments_done=0,
-            audio_seconds=None,
-            error=None,
-            cancel_requested=False,
-            started_at=None,
-            finished_at=None,
-            enqueued_at=now,
-        )
-    )
-    if moved.rowcount != 1:
-        session.refresh(job)
-        if job.intermediates_removed_at is not None:
-            raise Conflict(_removed_message(job))
-        raise Conflict(f"job {job.id} changed while the request was read (another regeneration?); try again")
-    for index, seed in seeds.items():
-        session.execute(
-            update(JobSegment)
-            .where(JobSegment.job_id == job.id, JobSegment.index == index)
-            .values(
-                state=SegmentState.PENDING,
-                seed=seed,
-                revision=revision,
-                text_hash=text_hashes[index],
-                started_at=None,
-                finished_at=None,
-            )
-        )
-    session.refresh(job)
