@@ -99,7 +99,10 @@ def submit_job(
     try:
         view = _store_job(services, caller, submission, plan, queue, limits, uploads, upload_names, job_id, warnings)
     except BaseException:  # refused or failed: nothing of the job stays on disk, nor in the store
-        services.data.files.remove(folder.root)
+        try:
+            services.data.files.remove(folder.root)
+        except Exception:  # the refusal is what the caller must hear; a leftover is logged
+            logger.warning("could not remove a refused job's files", extra={"job_id": job_id}, exc_info=True)
         raise
     services.data.files.drop_local(folder.root)  # the store has the inputs now; the worker fetches them
     logger.info("job submitted", extra={"job_id": job_id, "owner": caller.key_id, "queue": queue})

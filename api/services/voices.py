@@ -97,10 +97,8 @@ def create_voice(services: ApiServices, session: Session, caller: Caller, name: 
     path = write_audio(services.data.voice(voice.id), prompt.samples, "PCM_16")
     try:
         services.data.files.publish(path)  # before the row commits: every api host can serve it then
-    except BaseException:
-        services.data.files.remove(path)
-        raise
-    services.data.files.drop_local(path)
+    finally:
+        services.data.files.drop_local(path)  # published (every host fetches it) or refused (the row rolls back)
     logger.info("voice stored", extra={"voice_id": voice.id, "seconds": voice.seconds, "owner": caller.key_id})
     return voice
 
