@@ -438,6 +438,7 @@ def test_a_click_on_a_history_row_opens_that_job(stack: ServiceStack, open_studi
     expect(page.locator(f'#job-progress .vx-job[data-job="{job_ids[0]}"]')).to_be_visible()
     expect(page.locator("#history-job input")).to_have_value(re.compile("^First show"))  # picked for Cancel/Delete
     page.get_by_role("tab", name="History").click()
+    expect(page.locator("#history-cancel")).to_be_visible()  # queued: it can be cancelled
     rows.filter(has_text="Second show").get_by_role("gridcell").nth(2).click()  # any cell of the row
     expect(page.locator(f'#job-progress .vx-job[data-job="{job_ids[1]}"]')).to_be_visible()
     page.get_by_role("tab", name="History").click()
@@ -583,9 +584,16 @@ def test_write_cast_generate_listen_and_download(
     assert any("of about" in text or "of audio so far" in text for text in running), progress_log
     assert not any("100%" in text for text in running), progress_log  # 100% only when done
     assert progress_log[-1][0] == "done", progress_log
-    segments = page.locator("#segments audio")
-    assert segments.count() == 3
-    assert all(httpx.get(segments.nth(n).evaluate("a => a.src")).status_code == 200 for n in range(3))
+    # What was heard while it generated: the three turns in order (a long one in several parts), each part
+    # labelled with its speaker, as renamed on Cast, and its words.
+    parts = page.locator("#segments .vx-segment")
+    heard = [
+        (int(part.get_attribute("data-segment")), part.locator(".vx-part-label").inner_text()) for part in parts.all()
+    ]
+    assert sorted(heard) == heard and {segment for segment, _ in heard} == {0, 1, 2}, heard
+    assert dict(heard) == {0: "Ann: Welcome to the show.", 1: "Ben: Thanks for having me.", 2: "Ann: Let's begin."}
+    sources = [audio.evaluate("a => a.src") for audio in page.locator("#segments audio").all()]
+    assert all(httpx.get(source).status_code == 200 for source in sources)
     assert [cues.nth(n).locator(".vx-who").inner_text() for n in range(3)] == ["Ann", "Ben", "Ann"]
 
     cues.nth(1).locator(".vx-seek").click()
@@ -658,6 +666,140 @@ def test_write_cast_generate_listen_and_download(
     assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 404
     assert not (stack.root / "data" / "jobs" / job["id"]).exists()
     assert_no_stack_trace(page)
+
+
+def test_a_whole_mode_episode_is_heard_while_it_generates(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("listener")
+    upload_voice(stack.client(key), voice_wav, "Host voice")
+    page = open_studio(key)
+    page.locator("#script textarea").fill(LONG_SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+    for speaker in (1, 2):
+        pick(page, f"#speaker-{speaker}-voice", "Host voice")
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.get_by_label("Whole script: the best flow between speakers")).to_be_checked()
+    page.locator("#diffusion-steps input[type=number]").fill("2")
+    page.locator("#diffusion-steps input[type=number]").press("Enter")
+    page.evaluate(RECORD_PARTS_JS)
+    page.locator("#generate").click()
+    expect(page.locator("#episode .vx-cue")).to_have_count(8, timeout=SLOW)
+
+    # The one generation of the whole script was heard in parts cut from its live audio, before it was stored,
+    # each part labelled with the turn it starts in; together the parts are the whole episode, nothing twice.
+    parts = page.evaluate("window.vxPartsLog")
+    live = [part for part in parts if "/live-" in part["src"]]
+    assert live and live[0]["state"] == "running", parts
+    assert live[0]["label"] == "Alice: This is turn number 0, and…", parts
+    first = page.locator("#segments audio").first
+    first.evaluate("a => a.readyState >= 1 || new Promise((done) => a.addEventListener('loadedmetadata', done))")
+    assert first.evaluate("a => a.duration") == pytest.approx(live[0]["seconds"], abs=0.05)
+    job = stack.client(key).get("/v1/jobs").json()["jobs"][0]
+    assert job["mode"] == "whole" and job["progress"]["segments_total"] == 1
+    assert sum(part["seconds"] for part in parts) == pytest.approx(job["audio_seconds"], abs=0.05)
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.locator("#segments .vx-live-buffer")).to_contain_text(
+        f"{sum(part['seconds'] for part in parts):.0f} s of audio buffered in {len(parts)} parts"
+    )
+    assert_no_stack_trace(page)
+
+
+def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_the_player_stays_in_view(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key("commuter")
+    client = stack.client(key)
+    voice = upload_voice(client, voice_wav, "Phone voice")
+    script = LONG_SCRIPT * 3  # 24 turns: pages as long as the issue saw, were nothing bounded
+    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "title": "On the train",
+            "settings": {"diffusion_steps": 2}}  # fmt: skip
+    response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    phone = open_studio(key, viewport=PHONE)
+
+    # An error shows right under the script box, in view once Generate sends the page back to Write.
+    phone.get_by_role("tab", name="3 · Generate").click()
+    phone.locator("#generate").click()
+    error = phone.locator("#script-problem .vx-field-error")
+    expect(error).to_contain_text("write or load a script first")
+    expect(error).to_be_in_viewport()
+    box, shown, upload = (
+        phone.locator(name).bounding_box()
+        for name in ("#script textarea", "#script-problem .vx-field-error", "#script-upload")
+    )
+    assert box["y"] + box["height"] <= shown["y"] < upload["y"], (box, shown, upload)  # under the box, above upload
+
+    # The preview scrolls on its own, so the page stays a few screens tall.
+    phone.locator("#script textarea").fill(script)
+    expect(phone.locator("#script-preview .vx-turn")).to_have_count(24)
+    preview = phone.locator("#script-preview .vx-turns")
+    assert preview.evaluate("list => list.scrollHeight > list.clientHeight")
+    assert page_height(phone) < 2_600
+    screenshot(phone, "phone-preview")
+
+    deadline = time.monotonic() + SLOW / 1000
+    while client.get(f"/v1/jobs/{job_id}").json()["state"] != "done":
+        assert time.monotonic() < deadline, "the episode did not finish"
+        time.sleep(0.5)
+    phone.get_by_role("tab", name="History").click()
+    phone.locator("#history-refresh").click()
+    rows = history_rows(phone)
+    expect(rows.filter(has_text="On the train")).to_contain_text("Done")
+    # Every column can be reached: none is cut off; a table wider than the phone scrolls sideways.
+    last = phone.locator("#history-table [role=columnheader]").last
+    last.scroll_into_view_if_needed()
+    expect(last).to_be_in_viewport()
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(phone, "phone-history")
+
+    rows.filter(has_text="On the train").get_by_role("gridcell").first.click()
+    cues = phone.locator("#episode .vx-cue")
+    expect(cues).to_have_count(24)
+    transcript = phone.locator("#episode .vx-transcript")
+    assert transcript.evaluate("list => list.scrollHeight > list.clientHeight")
+    assert page_height(phone) < 3_000
+    # Scrolled down to read the transcript (its top at the top of the screen), the player above it stays in view.
+    transcript.evaluate("list => list.scrollIntoView({block: 'start'})")
+    transcript.evaluate("list => { list.scrollTop = list.scrollHeight; }")
+    player = phone.locator("#episode .vx-episode-audio").bounding_box()
+    assert player["y"] >= 0 and player["y"] + player["height"] <= PHONE["height"], player
+    screenshot(phone, "phone-transcript")
+    phone.get_by_role("tab", name="History").click()
+    expect(phone.locator("#history-job input")).to_have_value(re.compile("^On the train"))
+    expect(phone.locator("#history-cancel")).to_be_hidden()  # a finished job has nothing to cancel
+    expect(phone.locator("#history-delete")).to_be_visible()
+
+    # Another key: nothing of the first key's job stays on Generate or Listen.
+    phone.locator("#api-key input").fill(stack.mint_key("stranger"))
+    phone.locator("#api-key input").press("Enter")
+    expect(phone.locator("#history-empty")).to_contain_text("No jobs yet")
+    expect(phone.locator("#episode")).to_contain_text("A finished episode plays here")
+    expect(phone.locator("#episode .vx-cue")).to_have_count(0)
+    expect(phone.locator("#job-progress")).to_be_empty()
+    assert_no_stack_trace(phone)
+
+
+def page_height(page) -> int:  # type: ignore[no-untyped-def]
+    return page.evaluate("document.documentElement.scrollHeight")
+
+
+# Every part of the audio the Generate screen offers while a job runs, with the job's state when it came.
+RECORD_PARTS_JS = """
+() => {
+  window.vxPartsLog = [];
+  const list = document.querySelector('#segments');
+  new MutationObserver(() => {
+    const state = document.querySelector('#job-progress .vx-job')?.dataset.state;
+    list.querySelectorAll('.vx-segment').forEach((part, position) => {
+      if (position < window.vxPartsLog.length) return;
+      window.vxPartsLog.push({state, src: part.querySelector('audio').src, seconds: Number(part.dataset.seconds),
+                              label: part.querySelector('.vx-part-label').innerText});
+    });
+  }).observe(list, {subtree: true, childList: true});
+}
+"""
 
 
 # Every state and text the progress panel shows, in order, so a test can see a run that is over in seconds.

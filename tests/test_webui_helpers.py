@@ -4,15 +4,21 @@ and events, HTML that escapes what users typed, and where files and the api are 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+import soundfile as sf
 
 from api.schemas import JobProgress, JobView, VoiceView
+from core.job_events import AudioEvent
+from pipeline.plan import Plan, plan_script
 from pipeline.script import parse_script
 from tests.conftest import write_voice_file
 from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
@@ -20,11 +26,13 @@ from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
 from webui.kept_work import Drafts, drafts_to_keep, key_to_keep, remembered_key
+from webui.live_audio import LiveAudio, LivePart, buffer_text, first_words, part_label, part_length_seconds
 from webui.render import (
     cancel_notice,
     clock,
     episode_html,
     history_rows,
+    live_parts_html,
     script_error_html,
     script_preview_html,
     voice_use_html,
@@ -250,3 +258,79 @@ def test_history_rows_follow_the_jobs_and_a_clicked_row_gives_its_job() -> None:
     ids = [job.id for job in jobs]
     assert clicked_job(ids, gr.SelectData(None, {"index": [1, 3], "value": "0:03"})) == "2" * 32
     assert clicked_job(ids, gr.SelectData(None, {"index": [2, 0], "value": "gone"})) is None
+
+
+def _chunk(segment: int, first_frame: int, frames: int, value: int) -> AudioEvent:
+    """A live chunk of `frames` frames (3,200 samples each at 24 kHz), every sample `value`."""
+    samples = np.full(frames * 3200, value, dtype="<i2")
+    return AudioEvent(segment=segment, first_frame=first_frame, frames=frames, pcm=base64.b64encode(samples).decode())
+
+
+def _live(tmp_path: Path, plan: Plan | None = None) -> LiveAudio:
+    return LiveAudio(tmp_path, lambda path: path.name, partial(part_label, plan))
+
+
+def _stored(tmp_path: Path, name: str, values: np.ndarray) -> Path:
+    path = tmp_path / f"{name}.flac"
+    sf.write(str(path), values.astype("<i2"), 24_000, subtype="PCM_16")
+    return path
+
+
+def _part_audio(tmp_path: Path, part: LivePart) -> np.ndarray:
+    return sf.read(str(tmp_path / part.url), dtype="int16")[0]
+
+
+def test_live_audio_becomes_parts_in_episode_order_whatever_order_segments_generate_in(tmp_path: Path) -> None:
+    live = _live(tmp_path)
+    # turns mode: segment 1 generates beside segment 0 and is held back until segment 0 is complete
+    assert not any(live.add_chunk(_chunk(1, frame, 8, 1)) for frame in range(0, 48, 8))  # 6.4 s, not yet playable
+    assert [live.add_chunk(_chunk(0, frame, 8, 0)) for frame in range(0, 48, 8)] == [False] * 4 + [True, False]
+    assert [(part.segment, part.start_seconds, part.label) for part in live.parts] == [(0, 0.0, "Part 1")]
+    first = live.parts[0].seconds
+    assert first == pytest.approx(40 * 3200 / 24_000)  # cut once 5 s waited: 40 frames of 7.5 a second
+    # segment 0 ends: its rest comes from the stored file, then segment 1's buffered audio is published at once
+    assert live.add_stored(0, _stored(tmp_path, "segment-0", np.zeros(48 * 3200)))
+    assert [(part.segment, part.start_seconds) for part in live.parts] == [(0, 0.0), (0, first), (1, 0.0)]
+    assert len(_part_audio(tmp_path, live.parts[1])) == 8 * 3200 and set(_part_audio(tmp_path, live.parts[2])) == {1}
+    assert live.segments_stored == 1 and buffer_text(tuple(live.parts)) == "13 s of audio buffered in 3 parts"
+    assert not live.add_stored(0, tmp_path / "again.flac")  # a segment is complete once
+
+
+def test_live_audio_skips_replayed_frames_and_falls_back_to_the_stored_segment_after_a_gap(tmp_path: Path) -> None:
+    live = _live(tmp_path)
+    for chunk in (_chunk(0, 0, 24, 3), _chunk(0, 0, 8, 3), _chunk(0, 8, 24, 3)):  # a resumed segment starts over
+        live.add_chunk(chunk)
+    assert len(live.parts) == 0  # 32 frames: under 5 s
+    live.add_chunk(_chunk(0, 32, 8, 3))
+    assert [len(_part_audio(tmp_path, part)) for part in live.parts] == [40 * 3200]
+    live.add_chunk(_chunk(0, 56, 8, 3))  # frames 40-55 were missed: nothing more is heard live
+    live.add_chunk(_chunk(0, 64, 48, 3))
+    assert len(live.parts) == 1
+    live.add_stored(0, _stored(tmp_path, "segment-0", np.full(112 * 3200, 3)))
+    assert len(_part_audio(tmp_path, live.parts[1])) == 72 * 3200  # the rest, from the stored segment
+    # a segment nobody heard live plays from its stored file as it is
+    live.add_stored(1, _stored(tmp_path, "segment-1", np.zeros(16 * 3200)))
+    assert live.parts[2].url == "segment-1.flac" and live.parts[2].start_seconds == 0.0
+
+
+def test_parts_are_labelled_with_the_turn_they_start_in_and_grow_as_more_is_published() -> None:
+    script = parse_script(
+        "Alice: Welcome to the show, where we talk about tea every single week.\n"
+        "Bob: Thanks for having me.\n[pause: 1s]\nAlice: Bye.\n"
+    )
+    whole = plan_script(script, "whole")
+    assert part_label(whole, 0, 0.0, 1) == "Alice: Welcome to the show, where we…"
+    # the first turn's 63 characters run about 4.5 s at 14 characters a second
+    assert part_label(whole, 0, 4.4, 2) == "Alice: Welcome to the show, where we…"
+    assert part_label(whole, 0, 4.6, 2) == "Bob: Thanks for having me."
+    assert part_label(whole, 1, 0.0, 3) == "Alice: Bye."
+    turns = plan_script(script, "turns")
+    assert [part_label(turns, n, 0.0, n + 1) for n in range(3)] == [
+        "Alice: Welcome to the show, where we…", "Bob: Thanks for having me.", "Alice: Bye.",
+    ]  # fmt: skip
+    assert part_label(None, 0, 0.0, 4) == "Part 4" and part_label(whole, 9, 0.0, 4) == "Part 4"
+    assert first_words("one two three", 2) == "one two…"
+    assert [part_length_seconds(seconds) for seconds in (0, 40, 600)] == [5.0, 10.0, 30.0]
+    shown = live_parts_html([LivePart(0, 0.0, 5.0, "a.flac", "Bob: <b>hi</b>")])
+    assert "Bob: &lt;b&gt;hi&lt;/b&gt;" in shown and "5 s of audio buffered in 1 part<" in shown
+    assert live_parts_html([]) == ""

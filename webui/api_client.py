@@ -179,9 +179,11 @@ class StudioApi:
         response = await self._request("POST", f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=change)
         return RegenerationView.model_validate_json(response.content)
 
-    async def job_events(self, job_id: str) -> AsyncIterator[JobStreamEvent]:
-        """The job's server-sent events, as the api's models, until the stream ends (after a final `state`)."""
-        async for event in self._events(f"/v1/jobs/{job_id}/events", JOB_STREAM_EVENTS):
+    async def job_events(self, job_id: str, *, audio: bool = True) -> AsyncIterator[JobStreamEvent]:
+        """The job's server-sent events, as the api's models, until the stream ends (after a final `state`);
+        without the live `audio` chunks unless `audio`."""
+        path = f"/v1/jobs/{job_id}/events" + ("" if audio else "?audio=false")
+        async for event in self._events(path, JOB_STREAM_EVENTS):
             yield event
 
     async def _events(self, path: str, models: Mapping[str, type[_Event]]) -> AsyncIterator[_Event]:

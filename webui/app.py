@@ -40,7 +40,7 @@ from webui.views.finish import build_finish, wire_finish
 from webui.views.generate import build_generate, wire_generate
 from webui.views.history import HistoryView, build_history, history_updates, wire_history
 from webui.views.kept_work import build_kept_work, restore_outputs, restore_work, wire_kept_work
-from webui.views.screens import Screens
+from webui.views.screens import Screens, forget_jobs
 from webui.views.write import build_write, wire_write
 
 STUDIO_PATH = "/studio"
@@ -77,23 +77,31 @@ def build_studio(context: StudioContext) -> gr.Blocks:
         wire_write(write, cast, context)
         wire_drafting(drafting, write, context, key)
         wire_cast(cast, context, key)
-        wire_generate(screens, context)
+        generating = wire_generate(screens, context)
         wire_finish(screens, context)
-        wire_history(history, screens, context)
+        following = wire_history(history, screens, context)
         wire_admin(admin, context, key)
         wire_kept_work(kept, key, write, cast)
 
         async def connect_key(api_key: str | None, pending: list[str | None], *picked: str | None) -> dict[Any, Any]:
-            return await _connect(
+            connected = await _connect(
                 context, connection, cast, history, admin, api_key, with_restored_voices(picked, pending)
             )
+            return forget_jobs(screens) | connected
 
         connect_outputs = [
             connection, admin.tab, *library_outputs(cast), cast.library.problem, cast.pending_voices, *history.listing,
-            history.problem, *admin.listing,
+            history.problem, *admin.listing, *forget_jobs(screens),
         ]  # fmt: skip
         connect_inputs = [key, cast.pending_voices, *voice_pickers(cast)]
-        key.submit(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
+        # another key: the jobs followed for the one before stop, and what they showed goes
+        key.submit(
+            connect_key,
+            inputs=connect_inputs,
+            outputs=connect_outputs,
+            show_progress="hidden",
+            cancels=[generating, following],
+        )
 
         def restore(stored_drafts: object, stored_key: object) -> dict[Any, Any]:
             return restore_work(kept, key, write, cast, stored_drafts, stored_key)

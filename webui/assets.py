@@ -51,7 +51,10 @@ STUDIO_CSS = """
 .vx-segments ol { list-style: none; padding: 0; margin: 0; display: flex; flex-direction: column; gap: .3em; }
 .vx-segment { display: flex; align-items: center; gap: .6em; flex-wrap: wrap; }
 .vx-segment audio { height: 2.2em; max-width: 100%; }
-.vx-episode-audio { width: 100%; margin: .3em 0 .6em; }
+/* The player stays in view while the transcript below it is read. Gradio's container hides its overflow, which
+   makes it the box a sticky element sticks in, and it never scrolls; clipping instead keeps the page's scroll. */
+.vx-episode-audio { width: 100%; margin: .3em 0 .6em; position: sticky; top: 0; z-index: 1; }
+.gradio-container { overflow: clip !important; }
 .vx-transcript { list-style: none; padding: 0; margin: 0; max-height: 26em; overflow-y: auto; position: relative; }
 .vx-cue { border-left: .3em solid var(--vx-c); padding: .3em .7em; margin: .3em 0; border-radius: 0 .4em .4em 0; }
 .vx-cue.vx-now { background: var(--background-fill-secondary); box-shadow: inset 0 0 0 1px var(--vx-c); }
@@ -74,7 +77,7 @@ STUDIO_CSS = """
 .vx-compact-audio .upload-container, .vx-compact-audio .boundedheight {
   height: 10em !important; min-height: 0 !important; }
 @media (max-width: 640px) {
-  .vx-turns, .vx-transcript { max-height: none; }
+  .vx-turns, .vx-transcript { max-height: 55vh; }
   .vx-table th, .vx-table td { padding: .3em .4em; }
 }
 """

@@ -1,24 +1,30 @@
-"""Following a job as it moves: queue position, progress and finished segments, from the api's events.
+"""Following a job as it moves: queue position, progress and the audio made so far, from the api's events.
 
-`follow_job` turns the job's server-sent events into snapshots the Generate screen draws. It downloads each
-finished segment as soon as the api announces it, so the page can play the episode while the rest of it is
-generating. While the job waits in its queue it asks for the job every few seconds: the event stream
-announces state changes, not a queue position that moves because other jobs started.
+`follow_job` turns the job's server-sent events into snapshots the Generate screen draws. It keeps the live
+audio chunks and downloads each finished segment as soon as the api announces it, and turns both into parts
+to play in episode order (`webui.live_audio`), so the page can play the episode, in either mode, while the
+rest of it is generating. While the job waits in its queue it asks for the job every few seconds: the event
+stream announces state changes, not a queue position that moves because other jobs started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
 
 from api.schemas import JobStreamEvent, JobView, SegmentReady
-from core.job_events import ProgressEvent
+from core.job_events import AudioEvent, ProgressEvent
 from core.models import FINAL_STATES
 from core.progress_estimate import past_estimate, shown_share
+from pipeline.plan import Plan
 from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
+from webui.live_audio import LiveAudio, LivePart, part_label
 
 _QUEUED_POLL_SECONDS = 2.0
 _PROGRESS_INTERVAL_SECONDS = 0.25  # at most four progress redraws a second
@@ -73,17 +79,13 @@ class ProgressFigures:
 
 @dataclass(frozen=True)
 class JobSnapshot:
-    """The job as last seen, its progress, and its finished segments (index, URL in the browser) by index.
-
-    Segments may finish out of order: in `turns` mode the engine generates them side by side.
-    """
+    """The job as last seen, its progress, the parts of its audio ready to play (in episode order), and how many
+    of its segments are stored (they may finish out of order: in `turns` mode they generate side by side)."""
 
     job: JobView
     progress: ProgressFigures
-    segments: tuple[tuple[int, str], ...] = field(default=())
-
-    def with_segment(self, index: int, url: str) -> JobSnapshot:
-        return replace(self, segments=tuple(sorted({**dict(self.segments), index: url}.items())))
+    parts: tuple[LivePart, ...] = field(default=())
+    segments_stored: int = 0
 
     @property
     def is_final(self) -> bool:
@@ -91,20 +93,25 @@ class JobSnapshot:
 
 
 async def follow_job(
-    api: StudioApi, files: StudioFiles, job_id: str, *, fetch_segments: bool = True
+    api: StudioApi, files: StudioFiles, job_id: str, *, listen: bool = True, plan: Plan | None = None
 ) -> AsyncIterator[JobSnapshot]:
     """Snapshots of the job from now until it ends; the last one is final (done, failed or cancelled).
 
-    A snapshot comes first, on every state change, on every finished segment (downloaded first, unless
-    `fetch_segments` is off), and for progress at most four times a second. Raises StudioApiError when the
-    api cannot be reached or loses the job.
+    A snapshot comes first, on every state change, on every new part of audio to play (unless `listen` is off:
+    then neither live audio nor segments are fetched), and for progress at most four times a second. `plan`,
+    the job's plan when the page has its script, labels parts with their speaker and words. Raises
+    StudioApiError when the api cannot be reached or loses the job.
     """
     events: asyncio.Queue[JobStreamEvent | StudioApiError | None] = asyncio.Queue()
-    reader = asyncio.create_task(_read_events(api, job_id, events))
+    reader = asyncio.create_task(_read_events(api, job_id, events, listen=listen))
+    # a folder per follower: two pages following one job never write the same part file
+    live = LiveAudio(files.job_folder(job_id) / f"live-{secrets.token_hex(4)}", files.url, partial(part_label, plan))
     try:
         job = await api.job(job_id)
-        stored = await _stored_segments(api, files, job) if fetch_segments else ()
-        snapshot = JobSnapshot(job, ProgressFigures.of_job(job), stored)
+        if listen:
+            for index, path in await _stored_segments(api, files, job):
+                live.add_stored(index, path)
+        snapshot = JobSnapshot(job, ProgressFigures.of_job(job), tuple(live.parts), live.segments_stored)
         yield snapshot
         last_progress = 0.0
         while not snapshot.is_final:
@@ -126,9 +133,12 @@ async def follow_job(
             if isinstance(item, JobView):
                 snapshot = replace(snapshot, job=item, progress=ProgressFigures.of_job(item))
                 yield snapshot
-            elif isinstance(item, SegmentReady) and fetch_segments:
-                url = await _fetch_segment(api, files, job_id, item.index, item.audio)
-                snapshot = snapshot.with_segment(item.index, url)
+            elif isinstance(item, SegmentReady) and listen:
+                live.add_stored(item.index, await _fetch_segment(api, files, job_id, item.index, item.audio))
+                snapshot = replace(snapshot, parts=tuple(live.parts), segments_stored=live.segments_stored)
+                yield snapshot
+            elif isinstance(item, AudioEvent) and live.add_chunk(item):
+                snapshot = replace(snapshot, parts=tuple(live.parts))
                 yield snapshot
             elif isinstance(item, ProgressEvent):
                 snapshot = replace(snapshot, progress=snapshot.progress.with_event(item))
@@ -142,11 +152,11 @@ async def follow_job(
 
 
 async def _read_events(
-    api: StudioApi, job_id: str, events: asyncio.Queue[JobStreamEvent | StudioApiError | None]
+    api: StudioApi, job_id: str, events: asyncio.Queue[JobStreamEvent | StudioApiError | None], *, listen: bool
 ) -> None:
     """Move the job's events into `events`, then None when the stream ends (or the error that ended it)."""
     try:
-        async for event in api.job_events(job_id):
+        async for event in api.job_events(job_id, audio=listen):
             await events.put(event)
     except StudioApiError as error:
         await events.put(error)
@@ -162,7 +172,7 @@ async def _after_stream_ended(api: StudioApi, snapshot: JobSnapshot) -> JobSnaps
     return replace(snapshot, job=job, progress=ProgressFigures.of_job(job))
 
 
-async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> tuple[tuple[int, str], ...]:
+async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> tuple[tuple[int, Path], ...]:
     """Segments a running job finished before we started following it (a reopened or resumed job)."""
     if job.state != "running" or job.progress.segments_done == 0:
         return ()
@@ -176,7 +186,6 @@ async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> 
     return tuple(found)
 
 
-async def _fetch_segment(api: StudioApi, files: StudioFiles, job_id: str, index: int, path: str) -> str:
+async def _fetch_segment(api: StudioApi, files: StudioFiles, job_id: str, index: int, path: str) -> Path:
     """Fetched on every event, not reused: a regenerated turn replaces a segment's audio."""
-    destination = await api.download(path, files.job_folder(job_id) / f"segment-{index:04d}.flac")
-    return files.url(destination)
+    return await api.download(path, files.job_folder(job_id) / f"segment-{index:04d}.flac")

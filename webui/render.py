@@ -17,6 +17,7 @@ from core.storage_usage import megabytes
 from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, ScriptWarning, Speaker, Turn
 from webui.follow import JobSnapshot, ProgressFigures
+from webui.live_audio import LivePart, buffer_text
 from webui.script_preview import ScriptPreview
 from webui.voices import VoiceUse
 
@@ -240,7 +241,7 @@ def job_progress_html(snapshot: JobSnapshot) -> str:
         where = f"number {job.position} in the {job.queue} queue" if job.position else f"in the {job.queue} queue"
         body = f'<p class="vx-queue-position">Waiting: {where}.</p>'
     else:
-        body = _progress_bar(progress, job.state, len(snapshot.segments))
+        body = _progress_bar(progress, job.state, snapshot.segments_stored)
     if job.state == "failed":
         body += field_error(job.error or "the job failed")
     if job.state == "cancelled":
@@ -289,19 +290,29 @@ def state_badge(state: str) -> str:
     return f'<span class="vx-state vx-state-{_e(state)}">{_e(_STATE_LABELS.get(state, state))}</span>'
 
 
-def segments_html(segments: Sequence[tuple[int, str]]) -> str:
-    """Finished segments, each playable; the page's script plays the next one when one ends."""
-    if not segments:
+def live_parts_html(parts: Sequence[LivePart], *, final: bool = False) -> str:
+    """The audio made so far, part by part in episode order, each labelled with who speaks and what; the page's
+    script plays the next part when one ends. Parts are only ever appended, so a part playing keeps playing.
+    Once the job is `final` the heading says so, not that it is still generating."""
+    if not parts:
         return ""
     items = "".join(
-        f'<li class="vx-segment" data-index="{index}"><span>Part {index + 1}</span>'
-        f'<audio controls preload="metadata" src="{_e(url)}"></audio></li>'
-        for index, url in segments
+        f'<li class="vx-segment" data-index="{position}" data-segment="{part.segment}" '
+        f'data-seconds="{part.seconds:.2f}"><span class="vx-part-label">{_e(part.label)}</span>'
+        f'<audio controls preload="metadata" src="{_e(part.url)}"></audio></li>'
+        for position, part in enumerate(parts)
     )
-    return f'<div class="vx-segments"><p class="vx-meta">Listen while it generates:</p><ol>{items}</ol></div>'
+    heading = "Heard as it generated" if final else "Listen while it generates"
+    return (
+        f'<div class="vx-segments"><p class="vx-meta">{heading}: '
+        f'<span class="vx-live-buffer">{_e(buffer_text(tuple(parts)))}</span></p><ol>{items}</ol></div>'
+    )
 
 
 # --- Finish ----------------------------------------------------------------------------------------------
+
+
+EMPTY_EPISODE_HTML = '<p class="vx-empty">A finished episode plays here. Generate one, or open one from History.</p>'
 
 
 def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_turn: int | None = None) -> str:

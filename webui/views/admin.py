@@ -22,6 +22,7 @@ from webui.render import (
     queues_html,
     usage_html,
 )
+from webui.views.screens import as_listed, cancel_button, in_flight_ids
 
 STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
                  ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
@@ -36,6 +37,7 @@ class AdminView:
     storage: gr.HTML
     table: gr.HTML
     job: gr.Dropdown
+    in_flight: gr.State  # the ids of the listed jobs still queued or running: those Cancel is offered for
     cancel: gr.Button
     retry: gr.Button
     priority: gr.Slider
@@ -44,7 +46,7 @@ class AdminView:
 
     @property
     def listing(self) -> list[Any]:
-        return [self.queues, self.storage, self.table, self.job, self.problem]
+        return [self.queues, self.storage, self.table, self.job, self.in_flight, self.problem]
 
 
 def build_admin(tab: gr.Tab) -> AdminView:
@@ -56,17 +58,24 @@ def build_admin(tab: gr.Tab) -> AdminView:
     table = gr.HTML(elem_id="admin-table")
     with gr.Row(equal_height=False):
         job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="admin-job")
-        cancel = gr.Button("Cancel", size="sm", variant="stop", scale=1, min_width=80, elem_id="admin-cancel")
+        cancel = gr.Button(
+            "Cancel", size="sm", variant="stop", scale=1, min_width=80, visible=False, elem_id="admin-cancel"
+        )
         retry = gr.Button("Retry", size="sm", scale=1, min_width=80, elem_id="admin-retry")
     with gr.Row(equal_height=False):
         priority = gr.Slider(0, 9, value=5, step=1, label="Priority (9 runs first)", scale=3, elem_id="admin-priority")
         set_priority = gr.Button("Set priority", size="sm", scale=1, min_width=80, elem_id="admin-set-priority")
     problem = gr.HTML(elem_id="admin-problem")
-    return AdminView(tab, refresh, state, queues, storage, table, job, cancel, retry, priority, set_priority, problem)
+    return AdminView(
+        tab, refresh, state, queues, storage, table, job, gr.State([]), cancel, retry, priority, set_priority, problem
+    )
 
 
-async def admin_listing(view: AdminView, api: StudioApi, state: str | None) -> dict[Any, Any]:
-    """Queue depth and the jobs (newest first, of one state or all), or why they cannot be shown."""
+async def admin_listing(
+    view: AdminView, api: StudioApi, state: str | None, said: Callable[[list[JobView]], str] | None = None
+) -> dict[Any, Any]:
+    """Queue depth and the jobs (newest first, of one state or all), or why they cannot be shown; `said` gives the
+    notice of an action from the jobs as listed, so the notice and the table agree."""
     try:
         queues = await api.admin_queues()
         usage = await api.admin_usage()
@@ -78,7 +87,8 @@ async def admin_listing(view: AdminView, api: StudioApi, state: str | None) -> d
         view.storage: usage_html(usage),
         view.table: admin_jobs_table_html(jobs),
         view.job: gr.update(choices=[(job_choice_label(job, admin=True), job.id) for job in jobs]),
-        view.problem: "",
+        view.in_flight: in_flight_ids(jobs),
+        view.problem: notice(said(jobs)) if said else "",
     }
 
 
@@ -100,7 +110,7 @@ def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None
                 job = await run(api, job_id, int(priority))
             except StudioApiError as error:
                 return {view.problem: field_error(error.message)}
-            return await admin_listing(view, api, state) | {view.problem: notice(done(job))}
+            return await admin_listing(view, api, state, lambda jobs: done(as_listed(job, jobs)))
 
         return act
 
@@ -114,3 +124,5 @@ def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None
     view.cancel.click(cancel, inputs=inputs, outputs=view.listing)
     view.retry.click(retry, inputs=inputs, outputs=view.listing)
     view.set_priority.click(prioritise, inputs=inputs, outputs=view.listing)
+    for change in (view.job.change, view.in_flight.change):
+        change(cancel_button, inputs=[view.job, view.in_flight], outputs=view.cancel)

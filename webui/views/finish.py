@@ -12,7 +12,7 @@ import gradio as gr
 from webui.api_client import StudioApiError
 from webui.assets import EPISODE_PLAYER_JS
 from webui.context import StudioContext
-from webui.render import field_error, notice
+from webui.render import EMPTY_EPISODE_HTML, field_error, notice
 from webui.views.screens import Screens, follow_updates
 
 
@@ -30,7 +30,7 @@ class FinishView:
 
 def build_finish() -> FinishView:
     episode = gr.HTML(
-        '<p class="vx-empty">A finished episode plays here. Generate one, or open one from History.</p>',
+        EMPTY_EPISODE_HTML,
         js_on_load=EPISODE_PLAYER_JS,
         elem_id="episode",
     )

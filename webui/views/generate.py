@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.events import Dependency
 from pydantic import ValidationError
 
 from api.schemas import GenerationParams, JobOptions
 from core.audio_formats import AUDIO_FORMATS, BITRATES
+from pipeline.plan import plan_script
 from pipeline.script import Script
 from webui.api_client import FieldProblem, StudioApiError
 from webui.assets import SEGMENT_PLAYER_JS
@@ -108,7 +110,8 @@ def build_generate() -> GenerateView:
     )  # fmt: skip
 
 
-def wire_generate(screens: Screens, context: StudioContext) -> None:
+def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
+    """Submit and Cancel; returns the submit event, which follows its job until it ends (a new key stops it)."""
     view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
     rows = cast.rows
     inputs = {
@@ -137,10 +140,11 @@ def wire_generate(screens: Screens, context: StudioContext) -> None:
             yield cleared | _problems_shown(screens, error, script_text, script)
             return
         yield cleared | {view.job: job.id, view.segments: ""}
-        async for update in follow_updates(screens, context, values[screens.key], job.id):
+        plan = plan_script(script, options.mode)  # the api's plan, to label what is heard while it generates
+        async for update in follow_updates(screens, context, values[screens.key], job.id, plan=plan):
             yield update
 
-    view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden")
+    following = view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden")
 
     async def cancel(key: str, job_id: str | None) -> str:
         if not job_id:
@@ -152,6 +156,7 @@ def wire_generate(screens: Screens, context: StudioContext) -> None:
         return notice("Cancelled." if job.state == "cancelled" else "Cancelling: the job stops within a step.")
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=view.problem)
+    return following
 
 
 def _submission(

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
+from gradio.events import Dependency
 
 from api.schemas import JobView
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
 from webui.render import HISTORY_COLUMNS, cancel_notice, field_error, history_rows, job_choice_label, notice
-from webui.views.screens import Screens, follow_updates, show_episode
+from webui.views.screens import Screens, as_listed, cancel_button, follow_updates, in_flight_ids, show_episode
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class HistoryView:
     empty: gr.HTML  # shown instead of the table while there are no jobs
     table: gr.Dataframe  # a click on a row opens its job
     job_ids: gr.State  # the table's job ids, row by row
+    in_flight: gr.State  # the ids of its jobs still queued or running: those Cancel is offered for
     opened: gr.State  # the job of the row clicked last, and that click's token
     job: gr.Dropdown  # the job to cancel or delete (a row's click picks its job here too)
     cancel: gr.Button
@@ -37,7 +39,7 @@ class HistoryView:
     @property
     def listing(self) -> list[Any]:
         """What `history_updates` changes."""
-        return [self.empty, self.table, self.job_ids, self.job]
+        return [self.empty, self.table, self.job_ids, self.in_flight, self.job]
 
 
 def build_history(tab: gr.Tab) -> HistoryView:
@@ -53,7 +55,9 @@ def build_history(tab: gr.Tab) -> HistoryView:
     )
     with gr.Row(equal_height=False):
         job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="history-job")
-        cancel = gr.Button("Cancel job", size="sm", variant="stop", scale=1, min_width=80, elem_id="history-cancel")
+        cancel = gr.Button(
+            "Cancel job", size="sm", variant="stop", scale=1, min_width=80, visible=False, elem_id="history-cancel"
+        )
         delete = gr.Button("Delete…", size="sm", scale=1, min_width=80, elem_id="history-delete")
     with gr.Group(visible=False, elem_id="history-confirm") as confirm:
         confirm_text = gr.HTML(elem_id="history-confirm-text")
@@ -62,8 +66,8 @@ def build_history(tab: gr.Tab) -> HistoryView:
             keep = gr.Button("Keep it", size="sm", elem_id="history-keep")
     problem = gr.HTML(elem_id="history-problem")
     return HistoryView(
-        tab, refresh, empty, table, gr.State([]), gr.State(None), job, cancel, delete, confirm, confirm_text,
-        confirm_delete, keep, problem,
+        tab, refresh, empty, table, gr.State([]), gr.State([]), gr.State(None), job, cancel, delete, confirm,
+        confirm_text, confirm_delete, keep, problem,
     )  # fmt: skip
 
 
@@ -74,6 +78,7 @@ def history_updates(view: HistoryView, jobs: list[JobView], *, unpick: bool = Fa
         view.empty: gr.update(visible=not jobs),
         view.table: gr.update(value=history_rows(jobs), visible=bool(jobs)),
         view.job_ids: [job.id for job in jobs],
+        view.in_flight: in_flight_ids(jobs),
         view.job: gr.update(choices=choices, value=None) if unpick else gr.update(choices=choices),
     }
 
@@ -84,7 +89,9 @@ def clicked_job(job_ids: Sequence[str], event: gr.SelectData) -> str | None:
     return job_ids[row] if isinstance(row, int) and 0 <= row < len(job_ids) else None
 
 
-def wire_history(view: HistoryView, screens: Screens, context: StudioContext) -> None:
+def wire_history(view: HistoryView, screens: Screens, context: StudioContext) -> Dependency:
+    """Refresh, cancel, delete and open; returns the event that follows an opened job (a new key stops it)."""
+
     async def refresh(key: str) -> dict[Any, Any]:
         try:
             jobs = await context.api(key).jobs()
@@ -104,9 +111,11 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             jobs = await api.jobs()
         except StudioApiError as error:
             return {view.problem: field_error(error.message)}
-        return history_updates(view, jobs) | {view.problem: notice(cancel_notice(job))}
+        return history_updates(view, jobs) | {view.problem: notice(cancel_notice(as_listed(job, jobs)))}
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[*view.listing, view.problem])
+    for change in (view.job.change, view.in_flight.change):
+        change(cancel_button, inputs=[view.job, view.in_flight], outputs=view.cancel)
 
     async def ask_delete(key: str, job_id: str | None) -> dict[Any, Any]:
         """Say what a delete removes before doing it; a job still in flight is refused here, as the api would."""
@@ -188,3 +197,4 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
         return {view.opened: {"job": job_id, "click": secrets.token_hex(4)}}
 
     view.table.select(pick_row, inputs=view.job_ids, outputs=[view.opened, view.problem], cancels=[following])
+    return following

@@ -6,24 +6,43 @@ regenerated; each ends on the Listen screen showing the finished episode.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from api.schemas import JobView
+from pipeline.plan import Plan
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
 from webui.episodes import fetch_episode
 from webui.follow import follow_job
-from webui.render import episode_html, field_error, job_progress_html, notice, segments_html
+from webui.render import EMPTY_EPISODE_HTML, episode_html, field_error, job_progress_html, live_parts_html, notice
 
 if TYPE_CHECKING:
     from webui.views.cast import CastView
     from webui.views.finish import FinishView
     from webui.views.generate import GenerateView
     from webui.views.write import WriteView
+
+
+IN_FLIGHT = ("queued", "running")
+
+
+def in_flight_ids(jobs: Sequence[JobView]) -> list[str]:
+    """The ids of the jobs that can still be cancelled."""
+    return [job.id for job in jobs if job.state in IN_FLIGHT]
+
+
+def cancel_button(job_id: str | None, cancellable: Sequence[str]) -> Any:
+    """Cancel is offered only for a job in flight: on a finished one it would have nothing to stop."""
+    return gr.Button(visible=job_id in cancellable)
+
+
+def as_listed(job: JobView, jobs: Sequence[JobView]) -> JobView:
+    """`job` as the listing fetched after acting on it shows it, so the notice and the table agree on its state."""
+    return next((listed for listed in jobs if listed.id == job.id), job)
 
 
 @dataclass(frozen=True)
@@ -34,6 +53,17 @@ class Screens:
     cast: CastView
     generate: GenerateView
     finish: FinishView
+
+
+def forget_jobs(screens: Screens) -> dict[Any, Any]:
+    """Generate and Listen as before any job: what a key was shown is not left for the next key to see."""
+    generate, finish = screens.generate, screens.finish
+    return {
+        generate.progress: "", generate.segments: "", generate.job: None, generate.cancel: gr.Button(visible=False),
+        generate.problem: "", finish.episode: EMPTY_EPISODE_HTML, finish.downloads: None,
+        finish.turn: gr.update(choices=[], value=None), finish.new_text: "", finish.problem: "", finish.status: "",
+        finish.job: None,
+    }  # fmt: skip
 
 
 async def show_episode(
@@ -72,19 +102,20 @@ async def follow_updates(
     job_id: str,
     *,
     regenerating_turn: int | None = None,
+    plan: Plan | None = None,
 ) -> AsyncIterator[dict[Any, Any]]:
-    """Progress (with finished segments to listen to) on Generate, or, for a regenerated turn, on Listen;
-    then the Listen screen showing the episode."""
+    """Progress (with the audio made so far to listen to, labelled from `plan` when the page has the job's script)
+    on Generate, or, for a regenerated turn, on Listen; then the Listen screen showing the episode."""
     generate, finish = screens.generate, screens.finish
     regenerating = regenerating_turn is not None
     try:
-        async for snapshot in follow_job(context.api(key), context.files, job_id, fetch_segments=not regenerating):
+        async for snapshot in follow_job(context.api(key), context.files, job_id, listen=not regenerating, plan=plan):
             if regenerating:
                 yield {finish.status: job_progress_html(snapshot)}
             else:
                 yield {
                     generate.progress: job_progress_html(snapshot),
-                    generate.segments: segments_html(snapshot.segments),
+                    generate.segments: live_parts_html(snapshot.parts, final=snapshot.is_final),
                     generate.job: job_id,
                     generate.cancel: gr.Button(visible=not snapshot.is_final),  # only while there is one to cancel
                 }

@@ -1,0 +1,166 @@
+"""Listening while a job generates, in either mode: its audio in episode order, as parts played one after another.
+
+The api streams every segment's frames as `audio` events while it generates (`api.services.event_stream`), and
+says when a segment is stored. In `turns` mode several segments generate side by side, so audio is kept per
+segment and published only in episode order: a segment's audio once every segment before it is complete. A part
+is cut each few seconds of audio buffered (longer as more has been published, so a 90-minute episode stays a
+short list) and at a segment's end, whose rest comes from the stored segment: it holds what the live stream
+missed (a chunk Redis dropped, or one sent before the page connected).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from core.job_events import AudioEvent
+from pipeline.plan import Plan, estimate_seconds
+
+MIN_PART_SECONDS = 5.0
+MAX_PART_SECONDS = 30.0
+_LABEL_WORDS = 6
+
+
+@dataclass(frozen=True)
+class LivePart:
+    """A stretch of a segment, playable in the browser: `start_seconds` into segment `segment`, `seconds` long."""
+
+    segment: int
+    start_seconds: float
+    seconds: float
+    url: str
+    label: str
+
+
+def first_words(text: str, count: int = _LABEL_WORDS) -> str:
+    """The first `count` words of `text`, with an ellipsis when there are more."""
+    words = text.split()
+    return " ".join(words[:count]) + ("…" if len(words) > count else "")
+
+
+def part_label(plan: Plan | None, segment: int, start_seconds: float, number: int) -> str:
+    """Who speaks at `start_seconds` into `segment`, and the first words of that turn; "Part N" without a plan.
+
+    Inside a whole-mode segment, where a turn starts is estimated from the turns' lengths of text, as the
+    episode's transcript estimates it.
+    """
+    segments = plan.segments if plan is not None else ()
+    if plan is None or not 0 <= segment < len(segments):
+        return f"Part {number}"
+    turns = segments[segment].turns
+    starts = np.cumsum([0.0, *(estimate_seconds(turn.text) for turn in turns[:-1])])
+    turn = turns[int(np.searchsorted(starts, start_seconds, side="right")) - 1]
+    return f"{plan.speakers[turn.speaker].name}: {first_words(turn.text)}"
+
+
+def part_length_seconds(published_seconds: float) -> float:
+    """How much buffered audio makes a part: 5 s at first, then a quarter of what is published, up to 30 s."""
+    return min(MAX_PART_SECONDS, max(MIN_PART_SECONDS, published_seconds / 4))
+
+
+def buffer_text(parts: tuple[LivePart, ...]) -> str:
+    """What the page says of the live buffer: seconds of audio ready to hear, in how many parts."""
+    seconds = sum(part.seconds for part in parts)
+    return f"{seconds:.0f} s of audio buffered in {len(parts)} part{'s' if len(parts) != 1 else ''}"
+
+
+@dataclass
+class _SegmentAudio:
+    """One segment's audio as it arrives: PCM contiguous from frame 0, and how much of it is published."""
+
+    sample_rate: int = 0
+    frames: int = 0
+    pcm: bytearray | None = None  # 16-bit little-endian mono; None after a chunk was missed
+    published: int = 0  # samples
+    stored: Path | None = None  # the finished segment, once the api has it
+
+
+class LiveAudio:
+    """A job's live audio, turned into parts in episode order; part files are written under `folder`.
+
+    `url_of` gives a written file's URL in the browser; `label_of(segment, start_seconds, number)` a part's label.
+    """
+
+    def __init__(self, folder: Path, url_of: Callable[[Path], str], label_of: Callable[[int, float, int], str]) -> None:
+        self.folder = folder
+        self.url_of = url_of
+        self.label_of = label_of
+        self.parts: list[LivePart] = []
+        self._segments: dict[int, _SegmentAudio] = {}
+        self._next = 0  # the first segment, in episode order, not yet complete
+
+    def add_chunk(self, event: AudioEvent) -> bool:
+        """Keep a chunk's frames (a resumed segment's replayed ones are skipped); True when a part was cut."""
+        audio = self._segments.setdefault(event.segment, _SegmentAudio(pcm=bytearray()))
+        if audio.pcm is None or audio.stored is not None:
+            return False
+        if event.first_frame > audio.frames:  # a chunk was missed: the stored segment will have it
+            audio.pcm = None
+            return False
+        pcm = base64.b64decode(event.pcm)
+        bytes_per_frame = len(pcm) // max(event.frames, 1)
+        audio.pcm += pcm[(audio.frames - event.first_frame) * bytes_per_frame :]
+        audio.frames = max(audio.frames, event.first_frame + event.frames)
+        audio.sample_rate = event.sample_rate
+        return self._publish()
+
+    def add_stored(self, segment: int, path: Path) -> bool:
+        """A segment is complete and stored at `path`; True when parts were published."""
+        audio = self._segments.setdefault(segment, _SegmentAudio())
+        if audio.stored is not None:
+            return False
+        audio.stored = path
+        return self._publish()
+
+    @property
+    def segments_stored(self) -> int:
+        return sum(audio.stored is not None for audio in self._segments.values())
+
+    def _publish(self) -> bool:
+        """Cut every part the buffers allow, in episode order."""
+        before = len(self.parts)
+        while (audio := self._segments.get(self._next)) is not None:
+            if audio.stored is not None:
+                self._publish_rest(self._next, audio)
+                self._next += 1
+                continue
+            if audio.pcm is not None:
+                self._publish_live(self._next, audio)
+            break
+        return len(self.parts) > before
+
+    def _publish_live(self, segment: int, audio: _SegmentAudio) -> None:
+        """A part of the live PCM once enough of it waits unpublished."""
+        waiting = len(audio.pcm or b"") // 2 - audio.published
+        published_seconds = sum(part.seconds for part in self.parts)
+        if waiting < part_length_seconds(published_seconds) * audio.sample_rate:
+            return
+        samples = np.frombuffer(bytes(audio.pcm or b""), dtype="<i2")[audio.published :]
+        self._write_part(segment, audio, samples, audio.sample_rate)
+
+    def _publish_rest(self, segment: int, audio: _SegmentAudio) -> None:
+        """The rest of a stored segment: the stored file itself when none of it was heard live."""
+        assert audio.stored is not None
+        info = sf.info(str(audio.stored))
+        if audio.published == 0:
+            self._add_part(segment, 0.0, info.frames / info.samplerate, self.url_of(audio.stored))
+            return
+        if audio.published < info.frames:
+            samples, rate = sf.read(str(audio.stored), start=audio.published, dtype="int16")
+            self._write_part(segment, audio, samples, rate)
+
+    def _write_part(self, segment: int, audio: _SegmentAudio, samples: np.ndarray, rate: int) -> None:
+        path = self.folder / f"live-{segment:04d}-{audio.published:010d}.flac"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), samples, rate, subtype="PCM_16")  # FLAC: half the room of WAV, played as well
+        self._add_part(segment, audio.published / rate, len(samples) / rate, self.url_of(path))
+        audio.published += len(samples)
+
+    def _add_part(self, segment: int, start_seconds: float, seconds: float, url: str) -> None:
+        label = self.label_of(segment, start_seconds, len(self.parts) + 1)
+        self.parts.append(LivePart(segment, start_seconds, seconds, url, label))
