@@ -632,7 +632,24 @@ def test_write_cast_generate_listen_and_download(
     download.value.save_as(tmp_path / "regenerated.wav")
     regenerated, _ = sf.read(tmp_path / "regenerated.wav")
     assert len(regenerated) != len(samples) or not np.allclose(regenerated, samples)
+    # In turns mode only the picked turn is spoken anew: it started without asking. Its two takes are offered,
+    # side by side, each playable.
+    expect(page.locator("#regenerate-plan .vx-plan")).to_have_count(0)
+    pair = page.locator("#takes .vx-take-pair")
+    expect(pair).to_have_count(1)
+    expect(pair).to_contain_text("Earlier take")
+    expect(pair).to_contain_text("New take")
+    takes = [pair.locator(f"audio.vx-take-{which}").evaluate("a => a.src") for which in ("previous", "new")]
+    assert [httpx.get(source).content != b"" for source in takes] == [True, True] and takes[0] != takes[1]
+    expect(page.locator("#keep-new")).to_be_visible()
     screenshot(page, "listen-regenerated")
+    # Keeping the earlier take assembles the episode again with the words it had; nothing is left to choose.
+    page.locator("#keep-previous").click()
+    expect(cues.nth(1).locator("p")).to_have_text("Thanks for having me.", timeout=SLOW)
+    expect(pair).to_have_count(0)
+    expect(page.locator("#keep-previous")).to_be_hidden()
+    restored = stack.client(key).get(f"/v1/jobs/{job['id']}").json()
+    assert restored["state"] == "done" and restored["previous_take"] is None
 
     page.get_by_role("tab", name="History").click()
     page.locator("#history-refresh").click()
@@ -703,6 +720,44 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
         f"{sum(part['seconds'] for part in parts):.0f} s of audio buffered in {len(parts)} parts"
     )
     assert_no_stack_trace(page)
+
+    # In whole mode the segment holds every turn: the page says so, and how long, before anything changes.
+    page.get_by_role("tab", name="4 · Listen").click()
+    pick(page, "#regenerate-turn", "3 · Alice")
+    page.locator("#regenerate-text textarea").fill("[pause: 1s]")
+    page.locator("#regenerate").click()
+    expect(page.locator("#finish-problem")).to_contain_text("has no text; write what Speaker 1 says")  # the api's
+    plan_url = f"/v1/jobs/{job['id']}/turns/2/regeneration-plan"
+    assert stack.client(key).post(plan_url, json={"text": "[pause: 1s]"}).status_code == 422
+    expect(page.locator("#regenerate-confirm")).to_be_hidden()
+    page.locator("#regenerate-text textarea").fill("")
+    page.locator("#regenerate").click()
+    plan = page.locator("#regenerate-plan .vx-plan")
+    expect(plan).to_contain_text("Regenerating turn 3 speaks 8 turns anew")
+    expect(plan).to_contain_text(re.compile(r"about \d+ s"))
+    expect(plan.locator("li")).to_have_count(8)
+    expect(plan.locator("li").nth(1)).to_contain_text("2 · Bob: This is turn number 1")
+    page.locator("#regenerate-cancel").click()
+    expect(plan).to_have_count(0)
+    assert stack.client(key).get(f"/v1/jobs/{job['id']}").json()["revision"] == job["revision"]
+    page.locator("#regenerate").click()
+    page.locator("#regenerate-confirm").click()
+    expect(page.locator("#takes .vx-take-pair")).to_have_count(1, timeout=SLOW)
+    screenshot(page, "listen-whole-takes")
+    page.locator("#keep-new").click()
+    expect(page.locator("#takes .vx-take-pair")).to_have_count(0)
+    expect(page.locator("#finish-problem")).to_contain_text("Kept the new take.")
+    kept = stack.client(key).get(f"/v1/jobs/{job['id']}").json()
+    assert kept["revision"] == job["revision"] + 1 and kept["previous_take"] is None
+
+    # the parts stay playable while the page is open, and go from the studio's disk when it is closed
+    folder = Path(re.search(r"file=([^?]+)", live[0]["src"]).group(1)).parent
+    assert folder.is_dir() and stack.root / "tmp" in folder.parents
+    page.close()
+    deadline = time.monotonic() + 30
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not folder.exists()
 
 
 def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_the_player_stays_in_view(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from api.schemas import JobProgress, JobView, VoiceView
+from api.schemas import JobProgress, JobView, PlannedTurn, RegenerationPlan, VoiceView
 from core.job_events import AudioEvent
 from pipeline.plan import Plan, plan_script
 from pipeline.script import parse_script
@@ -26,19 +26,30 @@ from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
 from webui.kept_work import Drafts, drafts_to_keep, key_to_keep, remembered_key
-from webui.live_audio import LiveAudio, LivePart, buffer_text, first_words, part_label, part_length_seconds
+from webui.live_audio import (
+    LiveAudio,
+    LiveFolders,
+    LivePart,
+    buffer_text,
+    first_words,
+    part_label,
+    part_length_seconds,
+)
 from webui.render import (
     cancel_notice,
     clock,
     episode_html,
     history_rows,
     live_parts_html,
+    regeneration_plan_html,
     script_error_html,
     script_preview_html,
+    takes_html,
     voice_use_html,
 )
 from webui.script_preview import SpeakerNameError, preview_script, renamed_script, script_text_to_send
 from webui.views.cast import with_restored_voices
+from webui.views.finish import needs_confirmation
 from webui.views.history import clicked_job
 from webui.voices import RecordingShape, VoiceUse, recording_shape, same_voice_in, voice_in_use
 
@@ -334,3 +345,39 @@ def test_parts_are_labelled_with_the_turn_they_start_in_and_grow_as_more_is_publ
     shown = live_parts_html([LivePart(0, 0.0, 5.0, "a.flac", "Bob: <b>hi</b>")])
     assert "Bob: &lt;b&gt;hi&lt;/b&gt;" in shown and "5 s of audio buffered in 1 part<" in shown
     assert live_parts_html([]) == ""
+
+
+def test_a_pages_live_parts_go_when_it_follows_another_job_or_closes(tmp_path: Path) -> None:
+    folders = LiveFolders()
+    first = folders.claim("page-a", tmp_path / "job-1")
+    other = folders.claim("page-b", tmp_path / "job-1")
+    live = _live(first)
+    live.add_chunk(_chunk(0, 0, 40, 1))
+    assert first != other and [path.name for path in first.iterdir()] == ["live-0000-0000000000.flac"]
+    second = folders.claim("page-a", tmp_path / "job-2")  # page a follows another job: its first parts go
+    assert not first.exists() and second.is_dir() and other.is_dir()
+    live.add_chunk(_chunk(0, 40, 40, 1))  # the first job's follower, not stopped yet, writes nothing more
+    assert not first.exists() and len(live.parts) == 1
+    folders.release("page-b")  # page b closed
+    folders.release("page-b")
+    assert not other.exists() and second.is_dir()
+
+
+def test_a_regeneration_asks_first_when_more_than_its_turn_is_spoken_anew_and_says_how_long() -> None:
+    alone = RegenerationPlan(
+        turn=1, segments=[1], turns=[PlannedTurn(index=1, speaker="Bob", words="Hi")], audio_seconds=2.0,
+        estimated_seconds=None,
+    )  # fmt: skip
+    whole = alone.model_copy(
+        update={"turns": [PlannedTurn(index=0, speaker="<Ann>", words="Welcome…"), *alone.turns],
+                "estimated_seconds": 12.4, "audio_seconds": 65.0}
+    )  # fmt: skip
+    assert not needs_confirmation(alone, "turns")
+    assert needs_confirmation(alone, "whole") and needs_confirmation(whole, "turns")
+    shown = regeneration_plan_html(whole)
+    assert "Regenerating turn 2 speaks 2 turns anew (1:05 of audio): about 12 s." in shown
+    assert '1 · <span class="vx-who">&lt;Ann&gt;:</span>' in shown and "<li data-picked>2 · " in shown
+    assert "how long is not known" in regeneration_plan_html(alone)
+    pairs = takes_html([(3, "old.flac?v=1", "new.flac?v=2")])
+    assert "Segment 4" in pairs and 'class="vx-take-previous" controls preload="metadata" src="old.flac?v=1"' in pairs
+    assert takes_html([]) == ""

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from api.schemas import (
     JobView,
     QueueDepth,
     QueueReport,
+    RegenerationPlan,
     RegenerationView,
     ScriptStreamEvent,
     ScriptView,
@@ -175,9 +176,19 @@ class StudioApi:
 
     async def regenerate_turn(self, job_id: str, turn: int, text: str | None = None) -> RegenerationView:
         """Generate turn `turn` (0-based) of a done job again, with a fresh seed and, if given, new words."""
-        change = {"text": text} if text is not None else {}
-        response = await self._request("POST", f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=change)
+        response = await self._request("POST", f"/v1/jobs/{job_id}/turns/{turn}/regenerate", json=_change(text))
         return RegenerationView.model_validate_json(response.content)
+
+    async def regeneration_plan(self, job_id: str, turn: int, text: str | None = None) -> RegenerationPlan:
+        """What regenerating turn `turn` would speak anew and about how long it would take; nothing changes."""
+        path = f"/v1/jobs/{job_id}/turns/{turn}/regeneration-plan"
+        response = await self._request("POST", path, json=_change(text))
+        return RegenerationPlan.model_validate_json(response.content)
+
+    async def keep_take(self, job_id: str, keep: Literal["new", "previous"]) -> JobView:
+        """After a regeneration, keep its take (the earlier one goes) or the earlier one (assembled again)."""
+        response = await self._request("POST", f"/v1/jobs/{job_id}/takes", json={"keep": keep})
+        return JobView.model_validate_json(response.content)
 
     async def job_events(self, job_id: str, *, audio: bool = True) -> AsyncIterator[JobStreamEvent]:
         """The job's server-sent events, as the api's models, until the stream ends (after a final `state`);
@@ -263,6 +274,11 @@ class StudioApi:
     async def admin_set_priority(self, job_id: str, priority: int) -> JobView:
         response = await self._request("POST", f"/v1/admin/jobs/{job_id}/priority", json={"priority": priority})
         return JobView.model_validate_json(response.content)
+
+
+def _change(text: str | None) -> dict[str, str]:
+    """A regeneration's body: new words when given, else none (a new take of the same words)."""
+    return {"text": text} if text is not None else {}
 
 
 def _raise_for_problem(response: httpx.Response) -> None:

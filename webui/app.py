@@ -110,6 +110,12 @@ def build_studio(context: StudioContext) -> gr.Blocks:
             restore, inputs=[kept.drafts, kept.key_store], outputs=restore_outputs(kept, key, write, cast)
         )
         restored.then(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
+
+        async def forget_page(request: gr.Request) -> None:
+            """A closed page plays no more: the live parts it kept go (`LiveFolders`)."""
+            context.live_folders.release(request.session_hash)
+
+        studio.unload(forget_page)
     return studio
 
 

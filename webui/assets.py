@@ -36,6 +36,11 @@ STUDIO_CSS = """
 .vx-warning-count { color: #92400e; }
 .vx-speaker-head { display: flex; align-items: center; gap: .5em; font-size: var(--text-lg); }
 .vx-dot { width: .8em; height: .8em; border-radius: 50%; background: var(--vx-c); display: inline-block; }
+.vx-plan ol, .vx-takes ol { list-style: none; padding: 0; margin: .3em 0; }
+.vx-plan li[data-picked] { font-weight: 600; }
+.vx-take-pair { display: flex; flex-wrap: wrap; align-items: center; gap: .4em 1em; margin: .3em 0; }
+.vx-take-pair label { display: flex; align-items: center; gap: .4em; }
+.vx-take-pair audio { height: 2.2em; max-width: 100%; }
 .vx-job-head { display: flex; flex-wrap: wrap; align-items: center; gap: .5em; margin: 0 0 .5em; }
 .vx-id { font-size: var(--text-sm); }
 .vx-state { padding: .1em .6em; border-radius: 1em; font-size: var(--text-sm); font-weight: 600;

@@ -1,4 +1,5 @@
-"""A finished job's files, fetched from the api for the Listen screen: audio, transcripts, chapters."""
+"""A finished job's files, fetched from the api for the Listen screen: audio, transcripts, chapters, and the two
+takes of each segment a regeneration replaced."""
 
 from __future__ import annotations
 
@@ -49,3 +50,29 @@ async def fetch_episode(api: StudioApi, files: StudioFiles, job: JobView) -> Epi
     vtt = await api.download(job.outputs.vtt, folder / episode_file_name(job, "vtt"))
     chapters = await api.download(job.outputs.chapters, folder / episode_file_name(job, "chapters.json"))
     return EpisodeFiles(audio, srt, vtt, chapters, json.loads(chapters.read_text(encoding="utf-8")))
+
+
+@dataclass(frozen=True)
+class TakePair:
+    """A regenerated segment's audio before and after, to hear side by side before keeping one."""
+
+    segment: int
+    previous: Path
+    new: Path
+
+
+async def fetch_takes(api: StudioApi, files: StudioFiles, job: JobView) -> list[TakePair]:
+    """Both takes of each segment the job's last regeneration replaced; none when it keeps no earlier take.
+
+    Fetched every time: keeping a take, or another regeneration, changes what they hold.
+    """
+    if job.previous_take is None:
+        return []
+    folder = files.job_folder(job.id)
+    pairs = []
+    for segment in job.previous_take.segments:
+        previous = await api.download(segment.audio, folder / f"take-{segment.index:04d}-previous.flac")
+        new_url = f"/v1/jobs/{job.id}/segments/{segment.index}/audio"
+        new = await api.download(new_url, folder / f"take-{segment.index:04d}-new.flac")
+        pairs.append(TakePair(segment.index, previous, new))
+    return pairs

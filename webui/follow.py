@@ -10,7 +10,6 @@ stream announces state changes, not a queue position that moves because other jo
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -93,19 +92,19 @@ class JobSnapshot:
 
 
 async def follow_job(
-    api: StudioApi, files: StudioFiles, job_id: str, *, listen: bool = True, plan: Plan | None = None
+    api: StudioApi, files: StudioFiles, job_id: str, *, live_folder: Path | None = None, plan: Plan | None = None
 ) -> AsyncIterator[JobSnapshot]:
     """Snapshots of the job from now until it ends; the last one is final (done, failed or cancelled).
 
-    A snapshot comes first, on every state change, on every new part of audio to play (unless `listen` is off:
-    then neither live audio nor segments are fetched), and for progress at most four times a second. `plan`,
+    A snapshot comes first, on every state change, on every new part of audio to play (written in `live_folder`;
+    without one neither live audio nor segments are fetched), and for progress at most four times a second. `plan`,
     the job's plan when the page has its script, labels parts with their speaker and words. Raises
     StudioApiError when the api cannot be reached or loses the job.
     """
+    listen = live_folder is not None
     events: asyncio.Queue[JobStreamEvent | StudioApiError | None] = asyncio.Queue()
     reader = asyncio.create_task(_read_events(api, job_id, events, listen=listen))
-    # a folder per follower: two pages following one job never write the same part file
-    live = LiveAudio(files.job_folder(job_id) / f"live-{secrets.token_hex(4)}", files.url, partial(part_label, plan))
+    live = LiveAudio(live_folder or files.job_folder(job_id), files.url, partial(part_label, plan))
     try:
         job = await api.job(job_id)
         if listen:

@@ -11,6 +11,8 @@ missed (a chunk Redis dropped, or one sent before the page connected).
 from __future__ import annotations
 
 import base64
+import secrets
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,8 +157,9 @@ class LiveAudio:
             self._write_part(segment, audio, samples, rate)
 
     def _write_part(self, segment: int, audio: _SegmentAudio, samples: np.ndarray, rate: int) -> None:
+        if not self.folder.is_dir():  # released (`LiveFolders`): no page will play it
+            return
         path = self.folder / f"live-{segment:04d}-{audio.published:010d}.flac"
-        path.parent.mkdir(parents=True, exist_ok=True)
         sf.write(str(path), samples, rate, subtype="PCM_16")  # FLAC: half the room of WAV, played as well
         self._add_part(segment, audio.published / rate, len(samples) / rate, self.url_of(path))
         audio.published += len(samples)
@@ -164,3 +167,29 @@ class LiveAudio:
     def _add_part(self, segment: int, start_seconds: float, seconds: float, url: str) -> None:
         label = self.label_of(segment, start_seconds, len(self.parts) + 1)
         self.parts.append(LivePart(segment, start_seconds, seconds, url, label))
+
+
+class LiveFolders:
+    """The folder each page (a Gradio session) has its live parts written in: one at a time, removed when done with.
+
+    The page plays a job's parts while it generates and keeps them playable after it ends, so they cannot go
+    with the follower; they go when the page follows another job or is closed. Left alone they would fill the
+    disk of a long-running studio (about 130 MB of parts per page that followed a 90-minute job).
+    """
+
+    def __init__(self) -> None:
+        self._of_page: dict[str, Path] = {}
+
+    def claim(self, page: str, job_folder: Path) -> Path:
+        """A new, empty folder under `job_folder` for `page`'s parts; the folder it had before is removed."""
+        self.release(page)
+        folder = job_folder / f"live-{secrets.token_hex(4)}"  # two pages following one job never share a file
+        folder.mkdir(parents=True)
+        self._of_page[page] = folder
+        return folder
+
+    def release(self, page: str) -> None:
+        """Remove `page`'s folder and its parts; a follower still writing there writes no more."""
+        folder = self._of_page.pop(page, None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

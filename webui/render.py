@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from api.schemas import JobView, QueueDepth, ScriptView, UsageView, VoiceView
+from api.schemas import JobView, QueueDepth, RegenerationPlan, ScriptView, UsageView, VoiceView
 from core.storage_usage import megabytes
 from pipeline.plan import estimate_seconds
 from pipeline.script import Pause, ScriptWarning, Speaker, Turn
@@ -347,6 +347,34 @@ def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_t
         f"{chapter_list if chapter_items else ''}"
         f'<ol class="vx-transcript" aria-label="Transcript">{cues}</ol></div>'
     )
+
+
+def regeneration_plan_html(plan: RegenerationPlan) -> str:
+    """What a regeneration will speak anew (every turn of its segments: in `whole` mode more than the one picked)
+    and about how long it takes, for the listener to confirm."""
+    turns = "".join(
+        f"<li{' data-picked' if turn.index == plan.turn else ''}>{turn.index + 1} · "
+        f'<span class="vx-who">{_e(turn.speaker)}:</span> {_e(turn.words)}</li>'
+        for turn in plan.turns
+    )
+    took = "how long is not known" if plan.estimated_seconds is None else f"about {plan.estimated_seconds:.0f} s"
+    count = f"{len(plan.turns)} turn{'s' if len(plan.turns) != 1 else ''}"
+    return (
+        f'<div class="vx-plan"><p>Regenerating turn {plan.turn + 1} speaks {count} anew '
+        f"({clock(plan.audio_seconds)} of audio): {took}.</p><ol>{turns}</ol></div>"
+    )
+
+
+def takes_html(pairs: Sequence[tuple[int, str, str]]) -> str:
+    """Each regenerated segment's earlier and new take side by side: (segment, earlier URL, new URL)."""
+    rows = "".join(
+        f'<li class="vx-take-pair" data-segment="{segment}"><span class="vx-meta">Segment {segment + 1}</span>'
+        f'<label>Earlier take <audio class="vx-take-previous" controls preload="metadata" src="{_e(previous)}">'
+        f'</audio></label><label>New take <audio class="vx-take-new" controls preload="metadata" src="{_e(new)}">'
+        "</audio></label></li>"
+        for segment, previous, new in pairs
+    )
+    return f'<div class="vx-takes"><p>Compare the takes, then keep one:</p><ol>{rows}</ol></div>' if rows else ""
 
 
 # --- History and Admin -----------------------------------------------------------------------------------

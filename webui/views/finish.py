@@ -1,19 +1,24 @@
 """Listen: play the episode with its transcript following along; regenerate one turn and hear the change;
-download the audio, the transcripts and the chapters."""
+compare the new take with the earlier one and keep either; download the audio, the transcripts and the chapters.
+
+Before a regeneration starts the api is asked what it would do: in `whole` mode a segment holds several turns,
+all spoken anew, so the listener sees them and about how long it takes, and confirms.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import gradio as gr
 
+from api.schemas import RegenerationPlan
 from webui.api_client import StudioApiError
 from webui.assets import EPISODE_PLAYER_JS
 from webui.context import StudioContext
-from webui.render import EMPTY_EPISODE_HTML, field_error, notice
-from webui.views.screens import Screens, follow_updates
+from webui.render import EMPTY_EPISODE_HTML, field_error, notice, regeneration_plan_html
+from webui.views.screens import Screens, follow_updates, listen_components, show_episode
 
 
 @dataclass(frozen=True)
@@ -23,9 +28,16 @@ class FinishView:
     new_text: gr.Textbox
     regenerate: gr.Button
     problem: gr.HTML
+    plan: gr.HTML  # what a regeneration will speak anew, to confirm
+    confirm: gr.Button
+    cancel: gr.Button
     status: gr.HTML  # a regeneration's progress
+    takes: gr.HTML  # after a regeneration: each segment's earlier and new take
+    keep_new: gr.Button
+    keep_previous: gr.Button
     downloads: gr.File
     job: gr.State  # id of the job shown
+    pending: gr.State  # the regeneration waiting for Confirm: {"turn": int, "text": str | None}
 
 
 def build_finish() -> FinishView:
@@ -44,20 +56,40 @@ def build_finish() -> FinishView:
         )
     regenerate = gr.Button("Regenerate this turn", size="sm", elem_id="regenerate")
     problem = gr.HTML(elem_id="finish-problem")
+    plan = gr.HTML(elem_id="regenerate-plan")
+    with gr.Row():
+        confirm = gr.Button("Confirm", variant="primary", size="sm", visible=False, elem_id="regenerate-confirm")
+        cancel = gr.Button("Cancel", size="sm", visible=False, elem_id="regenerate-cancel")
     status = gr.HTML(elem_id="regenerate-status")
+    takes = gr.HTML(elem_id="takes")
+    with gr.Row():
+        keep_new = gr.Button("Keep the new take", size="sm", visible=False, elem_id="keep-new")
+        keep_previous = gr.Button("Keep the earlier take", size="sm", visible=False, elem_id="keep-previous")
     downloads = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="downloads")
-    return FinishView(episode, turn, new_text, regenerate, problem, status, downloads, gr.State(None))
+    return FinishView(
+        episode, turn, new_text, regenerate, problem, plan, confirm, cancel, status, takes, keep_new, keep_previous,
+        downloads, gr.State(None), gr.State(None),
+    )  # fmt: skip
+
+
+def needs_confirmation(plan: RegenerationPlan, mode: str) -> bool:
+    """Whether the listener confirms first: in `whole` mode, or when more than the picked turn is spoken anew."""
+    return mode == "whole" or [turn.index for turn in plan.turns] != [plan.turn]
+
+
+def plan_closed(finish: FinishView) -> dict[Any, Any]:
+    """No regeneration waits for Confirm."""
+    return {finish.plan: "", finish.confirm: gr.Button(visible=False), finish.cancel: gr.Button(visible=False),
+            finish.pending: None}  # fmt: skip
 
 
 def wire_finish(screens: Screens, context: StudioContext) -> None:
     finish = screens.finish
 
-    async def regenerate(key: str, job_id: str | None, turn: int | None, text: str) -> AsyncIterator[dict[Any, Any]]:
-        if job_id is None or turn is None:
-            yield {finish.problem: field_error("pick a turn of a finished episode first")}
-            return
+    async def start(key: str, job_id: str, turn: int, text: str | None) -> AsyncIterator[dict[Any, Any]]:
+        """Regenerate, then follow the job until the episode is assembled again and show it."""
         try:
-            regeneration = await context.api(key).regenerate_turn(job_id, int(turn), (text or "").strip() or None)
+            regeneration = await context.api(key).regenerate_turn(job_id, turn, text)
         except StudioApiError as error:
             yield {finish.problem: field_error(error.message)}
             return
@@ -65,14 +97,83 @@ def wire_finish(screens: Screens, context: StudioContext) -> None:
             finish.problem: notice(f"Regenerating turn {turn + 1} ({regeneration.speaker}): {regeneration.text}"),
             finish.new_text: "",
         }
-        async for update in follow_updates(screens, context, key, job_id, regenerating_turn=int(turn)):
+        async for update in follow_updates(screens, context, key, job_id, regenerating_turn=turn):
             yield update
 
-    outputs = [screens.tabs, finish.episode, finish.turn, finish.new_text, finish.problem, finish.status,
-               finish.downloads, finish.job]  # fmt: skip
+    async def ask(key: str, job_id: str | None, turn: int | None, text: str) -> AsyncIterator[dict[Any, Any]]:
+        """Ask the api what the regeneration would do; start it at once unless the listener should confirm."""
+        if job_id is None or turn is None:
+            yield {finish.problem: field_error("pick a turn of a finished episode first")}
+            return
+        api, words = context.api(key), (text or "").strip() or None
+        try:
+            plan = await api.regeneration_plan(job_id, int(turn), words)
+            job = await api.job(job_id)
+        except StudioApiError as error:
+            yield plan_closed(finish) | {finish.problem: field_error(error.message)}
+            return
+        if not needs_confirmation(plan, job.mode):
+            async for update in start(key, job_id, int(turn), words):
+                yield update
+            return
+        yield {
+            finish.problem: "", finish.plan: regeneration_plan_html(plan), finish.confirm: gr.Button(visible=True),
+            finish.cancel: gr.Button(visible=True), finish.pending: {"turn": int(turn), "text": words},
+        }  # fmt: skip
+
+    async def confirm(key: str, job_id: str | None, pending: dict[str, Any] | None) -> AsyncIterator[dict[Any, Any]]:
+        """Start the regeneration the plan shown was for (not what the boxes hold now)."""
+        yield plan_closed(finish)
+        if job_id is not None and pending is not None:
+            async for update in start(key, job_id, pending["turn"], pending["text"]):
+                yield update
+
+    outputs = [screens.tabs, finish.new_text, *listen_components(finish)]
     finish.regenerate.click(
-        regenerate,
+        ask,
         inputs=[screens.key, finish.job, finish.turn, finish.new_text],
         outputs=outputs,
         show_progress="hidden",
     )
+    finish.confirm.click(
+        confirm, inputs=[screens.key, finish.job, finish.pending], outputs=outputs, show_progress="hidden"
+    )
+    finish.cancel.click(lambda: plan_closed(finish), outputs=outputs, show_progress="hidden")
+    _wire_takes(screens, context, outputs)
+
+
+def _wire_takes(screens: Screens, context: StudioContext, outputs: list[Any]) -> None:
+    """Keep the new take (the earlier one goes) or the earlier one (the episode is assembled again: followed)."""
+    finish = screens.finish
+
+    async def keep(
+        choice: Literal["new", "previous"], key: str, job_id: str | None, turn: int | None
+    ) -> AsyncIterator[dict[Any, Any]]:
+        if job_id is None:
+            return
+        try:
+            job = await context.api(key).keep_take(job_id, choice)
+        except StudioApiError as error:
+            yield {finish.problem: field_error(error.message)}
+            return
+        if job.state == "done":
+            yield await show_episode(screens, context, key, job, turn) | {finish.problem: notice("Kept the new take.")}
+            return
+        hidden = gr.Button(visible=False)
+        yield {finish.takes: "", finish.keep_new: hidden, finish.keep_previous: hidden,
+               finish.problem: notice("Putting the earlier take back: the episode is assembled again.")}  # fmt: skip
+        # followed as a regeneration is, playing from the turn picked
+        async for update in follow_updates(screens, context, key, job_id, regenerating_turn=turn or 0):
+            yield update
+
+    async def keep_new(key: str, job_id: str | None, turn: int | None) -> AsyncIterator[dict[Any, Any]]:
+        async for update in keep("new", key, job_id, turn):
+            yield update
+
+    async def keep_previous(key: str, job_id: str | None, turn: int | None) -> AsyncIterator[dict[Any, Any]]:
+        async for update in keep("previous", key, job_id, turn):
+            yield update
+
+    inputs = [screens.key, finish.job, finish.turn]
+    finish.keep_new.click(keep_new, inputs=inputs, outputs=outputs, show_progress="hidden")
+    finish.keep_previous.click(keep_previous, inputs=inputs, outputs=outputs, show_progress="hidden")

@@ -25,7 +25,7 @@ from webui.assets import SEGMENT_PLAYER_JS
 from webui.context import StudioContext
 from webui.render import field_error, notice, script_error_html
 from webui.script_preview import SpeakerNameError, preview_script, script_text_to_send
-from webui.views.screens import Screens, follow_updates
+from webui.views.screens import Screens, follow_updates, listen_components
 from webui.voices import VoiceUse, voice_in_use
 
 _DEFAULTS = GenerationParams()
@@ -121,11 +121,10 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
     }  # fmt: skip
     outputs = [
         screens.tabs, write.problem, cast.problem, *(row.problem for row in rows), view.settings_problem, view.problem,
-        view.progress, view.segments, view.job, view.cancel, finish.episode, finish.downloads, finish.problem,
-        finish.status, finish.turn, finish.job,
+        view.progress, view.segments, view.job, view.cancel, *listen_components(finish),
     ]  # fmt: skip
 
-    async def submit(values: dict[Any, Any]) -> AsyncIterator[dict[Any, Any]]:
+    async def submit(values: dict[Any, Any], request: gr.Request) -> AsyncIterator[dict[Any, Any]]:
         cleared = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
         cleared |= {row.problem: "" for row in rows}
         submission = _submission(screens, values)
@@ -141,7 +140,8 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
             return
         yield cleared | {view.job: job.id, view.segments: ""}
         plan = plan_script(script, options.mode)  # the api's plan, to label what is heard while it generates
-        async for update in follow_updates(screens, context, values[screens.key], job.id, plan=plan):
+        key = values[screens.key]
+        async for update in follow_updates(screens, context, key, job.id, page=request.session_hash, plan=plan):
             yield update
 
     following = view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden")

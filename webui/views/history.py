@@ -15,7 +15,15 @@ from api.schemas import JobView
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
 from webui.render import HISTORY_COLUMNS, cancel_notice, field_error, history_rows, job_choice_label, notice
-from webui.views.screens import Screens, as_listed, cancel_button, follow_updates, in_flight_ids, show_episode
+from webui.views.screens import (
+    Screens,
+    as_listed,
+    cancel_button,
+    follow_updates,
+    in_flight_ids,
+    listen_components,
+    show_episode,
+)
 
 
 @dataclass(frozen=True)
@@ -157,10 +165,10 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
     generate, finish = screens.generate, screens.finish
     open_outputs = [
         screens.tabs, view.problem, view.job, generate.progress, generate.segments, generate.job, generate.cancel,
-        generate.problem, finish.episode, finish.downloads, finish.problem, finish.status, finish.turn, finish.job,
+        generate.problem, *listen_components(finish),
     ]  # fmt: skip
 
-    async def open_job(key: str, opened: dict[str, str] | None) -> AsyncIterator[dict[Any, Any]]:
+    async def open_job(key: str, opened: dict[str, str] | None, request: gr.Request) -> AsyncIterator[dict[Any, Any]]:
         """The clicked row's job: a done one on Listen; one in flight on Generate, followed; a failed or cancelled
         one's state on Generate. The row's job is also picked for Cancel and Delete."""
         if not opened:
@@ -176,7 +184,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             yield await show_episode(screens, context, key, job) | picked | {screens.tabs: gr.Tabs(selected="finish")}
             return
         yield picked | {screens.tabs: gr.Tabs(selected="generate"), generate.problem: ""}
-        async for update in follow_updates(screens, context, key, job_id):
+        async for update in follow_updates(screens, context, key, job_id, page=request.session_hash):
             yield update
 
     # "multiple": each click's job is opened even while the one before is still followed (it is cancelled below)

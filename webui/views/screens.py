@@ -16,9 +16,17 @@ from api.schemas import JobView
 from pipeline.plan import Plan
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
-from webui.episodes import fetch_episode
+from webui.episodes import fetch_episode, fetch_takes
 from webui.follow import follow_job
-from webui.render import EMPTY_EPISODE_HTML, episode_html, field_error, job_progress_html, live_parts_html, notice
+from webui.render import (
+    EMPTY_EPISODE_HTML,
+    episode_html,
+    field_error,
+    job_progress_html,
+    live_parts_html,
+    notice,
+    takes_html,
+)
 
 if TYPE_CHECKING:
     from webui.views.cast import CastView
@@ -55,14 +63,25 @@ class Screens:
     finish: FinishView
 
 
+def listen_components(finish: FinishView) -> list[Any]:
+    """What showing an episode (`show_episode`, `forget_jobs`) may change on Listen: the outputs of every event
+    that ends there."""
+    return [
+        finish.episode, finish.downloads, finish.turn, finish.problem, finish.plan, finish.confirm, finish.cancel,
+        finish.status, finish.takes, finish.keep_new, finish.keep_previous, finish.job, finish.pending,
+    ]  # fmt: skip
+
+
 def forget_jobs(screens: Screens) -> dict[Any, Any]:
     """Generate and Listen as before any job: what a key was shown is not left for the next key to see."""
     generate, finish = screens.generate, screens.finish
+    hidden = gr.Button(visible=False)
     return {
-        generate.progress: "", generate.segments: "", generate.job: None, generate.cancel: gr.Button(visible=False),
+        generate.progress: "", generate.segments: "", generate.job: None, generate.cancel: hidden,
         generate.problem: "", finish.episode: EMPTY_EPISODE_HTML, finish.downloads: None,
-        finish.turn: gr.update(choices=[], value=None), finish.new_text: "", finish.problem: "", finish.status: "",
-        finish.job: None,
+        finish.turn: gr.update(choices=[], value=None), finish.new_text: "", finish.problem: "", finish.plan: "",
+        finish.confirm: hidden, finish.cancel: hidden, finish.status: "", finish.takes: "", finish.keep_new: hidden,
+        finish.keep_previous: hidden, finish.job: None, finish.pending: None,
     }  # fmt: skip
 
 
@@ -75,18 +94,27 @@ async def show_episode(
         return {finish.problem: field_error(f"this job is {job.state}; its episode appears here when it is done")}
     try:
         episode = await fetch_episode(context.api(key), context.files, job)
+        takes = await fetch_takes(context.api(key), context.files, job)
     except StudioApiError as error:
         return {finish.problem: field_error(error.message)}
     # A long turn cut into pieces is one turn to regenerate: listed once, by its first piece.
     turns = {int(turn["index"]): turn for turn in reversed(episode.chapters_data.get("turns", []))}
     removed = job.intermediates_removed_at
+    url = context.files.url
     return {
         finish.problem: "",
         finish.status: ""
         if removed is None
         else notice(f"Its segments were removed on {removed:%Y-%m-%d}: its turns can no longer be regenerated."),
         finish.job: job.id,
-        finish.episode: episode_html(job, context.files.url(episode.playable), episode.chapters_data, focus_turn),
+        finish.plan: "",
+        finish.confirm: gr.Button(visible=False),
+        finish.cancel: gr.Button(visible=False),
+        finish.pending: None,
+        finish.takes: takes_html([(pair.segment, url(pair.previous), url(pair.new)) for pair in takes]),
+        finish.keep_new: gr.Button(visible=bool(takes)),
+        finish.keep_previous: gr.Button(visible=bool(takes)),
+        finish.episode: episode_html(job, url(episode.playable), episode.chapters_data, focus_turn),
         finish.downloads: [str(path) for path in episode.all],
         finish.turn: gr.update(
             choices=[(f"{n + 1} · {turn['speaker']}: {turn['text'][:60]}", n) for n, turn in sorted(turns.items())],
@@ -101,15 +129,21 @@ async def follow_updates(
     key: str | None,
     job_id: str,
     *,
+    page: str | None = None,
     regenerating_turn: int | None = None,
     plan: Plan | None = None,
 ) -> AsyncIterator[dict[Any, Any]]:
     """Progress (with the audio made so far to listen to, labelled from `plan` when the page has the job's script)
-    on Generate, or, for a regenerated turn, on Listen; then the Listen screen showing the episode."""
+    on Generate, or, for a regenerated turn, on Listen; then the Listen screen showing the episode.
+
+    `page` (the Gradio session) owns the live parts' folder: the one of a job it followed before goes now.
+    """
     generate, finish = screens.generate, screens.finish
     regenerating = regenerating_turn is not None
+    folders = context.live_folders
+    live_folder = None if regenerating or page is None else folders.claim(page, context.files.job_folder(job_id))
     try:
-        async for snapshot in follow_job(context.api(key), context.files, job_id, listen=not regenerating, plan=plan):
+        async for snapshot in follow_job(context.api(key), context.files, job_id, live_folder=live_folder, plan=plan):
             if regenerating:
                 yield {finish.status: job_progress_html(snapshot)}
             else:
