@@ -36,7 +36,10 @@ LISTENERS = 50
 KEYS = 5  # the burst comes from several clients, each within its own in-flight limit
 ENGINE_SLOTS = 24
 TASK_THREADS = 28  # a few more than slots, so a slot is refilled while a finished job writes its episode
-RUN_LIMIT_SECONDS = 300
+# Bounds a run that stalls; it is not a speed target (the report prints the throughput, bench/ measures speed). Alone on
+# two cores the burst drains in under 3 minutes (2.9-3.0 jobs/s, before and after the object-store change); beside
+# the other xdist worker's browser and crash tests it has taken over 5.
+RUN_LIMIT_SECONDS = 600
 HEALTH_INTERVAL_SECONDS = 0.5
 HEALTH_LATENCY_LIMIT_SECONDS = 2.0
 RSS_GROWTH_LIMIT_BYTES = 768 * 2**20  # per process, from idle to the peak of the run

@@ -16,6 +16,9 @@ from api.services.worker_report import generation_limits
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
+TurnIndex = Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")]
+OptionalChange = Annotated[TurnRegeneration | None, Body()]  # absent: a new seed, the same words
+
 
 @router.post(
     "/{job_id}/turns/{turn}/regenerate",
@@ -25,11 +28,11 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 )
 async def regenerate(
     job_id: JobId,
-    turn: Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")],
+    turn: TurnIndex,
     response: Response,
     caller: CurrentKey,
     services: ServicesDep,
-    change: Annotated[TurnRegeneration | None, Body()] = None,
+    change: OptionalChange = None,
 ) -> RegenerationView:
     limits = await generation_limits(services)
     change = change or TurnRegeneration()
@@ -45,10 +48,10 @@ async def regenerate(
 )
 async def plan(
     job_id: JobId,
-    turn: Annotated[int, Path(ge=0, le=MAX_DATABASE_INT, description="0-based, as `index` in chapters.json's turns")],
+    turn: TurnIndex,
     caller: CurrentKey,
     services: ServicesDep,
-    change: Annotated[TurnRegeneration | None, Body()] = None,
+    change: OptionalChange = None,
 ) -> RegenerationPlan:
     limits = await generation_limits(services)
     return await run_in_threadpool(
