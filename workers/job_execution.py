@@ -26,7 +26,6 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -236,7 +235,7 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: f
                 "segment's words differ from what it stored (the script reads differently now); generating it again",
                 extra={"job_id": job.id, "segment": record.index},
             )
-            _discard_partial(files, folder.segment_partial_frames(record.index))
+            _discard_partial(files, PartialFrames(folder.segment_partial_frames(record.index)))
     voices = {speaker: read_audio(folder.voice(speaker)) for speaker in job.speakers}
     settings = services.settings
     crash_test = _marked(script, settings.crash_on_script_text)
@@ -249,6 +248,8 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: _Stops, claimed_at: f
             pending.append((segment, record))
         else:
             logger.info("segment already stored; not regenerated", extra={"job_id": job.id, "segment": segment.index})
+            # frames an attempt left when it was killed between storing the segment and forgetting them
+            _discard_partial(files, PartialFrames(folder.segment_partial_frames(segment.index)))
             watcher.skip(record.frames)
             stored[segment.index] = kept
     fault = _marked(script, settings.engine_fault_on_script_text)
@@ -270,10 +271,10 @@ def _fetch_inputs(files: FileStore, folder: JobFolder, job: ClaimedJob) -> None:
             raise FileNotFoundError(f"the job's input {path.relative_to(folder.root)} is missing from its files")
 
 
-def _discard_partial(files: FileStore, path: Path) -> None:
+def _discard_partial(files: FileStore, partial: PartialFrames) -> None:
     """A segment's partial frames forgotten, here and in the store: it is stored whole, or must start over."""
-    PartialFrames(path).discard()
-    files.remove(path)
+    partial.discard()
+    files.remove(partial.path)
 
 
 def _marked(script: str, marker: str | None) -> bool:
@@ -396,7 +397,7 @@ def _store(
     job_records.record_segment_done(
         services.database, job, record, generated.seconds, data.relative(latents_path), frames_done, segments_done
     )
-    _discard_partial(services.data.files, run.partial.path)
+    _discard_partial(services.data.files, run.partial)
     services.events.publish(job.id, SegmentEvent(index=index, seconds=round(generated.seconds, 3)))
     logger.info("segment stored", extra={"job_id": job.id, "segment": index, "frames": generated.frames})
     return PlacedSegment(audio=stored_audio, turns=generated.turns)

@@ -39,6 +39,7 @@ class HistoryView:
     cancel: gr.Button
     delete: gr.Button
     confirm: gr.Group  # shown by Delete: what goes, and the buttons that delete or keep it
+    asked: gr.State  # the job the shown question is about (None: no question shown)
     confirm_text: gr.HTML
     confirm_delete: gr.Button
     keep: gr.Button
@@ -75,7 +76,7 @@ def build_history(tab: gr.Tab) -> HistoryView:
     problem = gr.HTML(elem_id="history-problem")
     return HistoryView(
         tab, refresh, empty, table, gr.State([]), gr.State([]), gr.State(None), job, cancel, delete, confirm,
-        confirm_text, confirm_delete, keep, problem,
+        gr.State(None), confirm_text, confirm_delete, keep, problem,
     )  # fmt: skip
 
 
@@ -127,23 +128,25 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
 
     async def ask_delete(key: str, job_id: str | None) -> dict[Any, Any]:
         """Say what a delete removes before doing it; a job still in flight is refused here, as the api would."""
+        unasked = {view.confirm: gr.Group(visible=False), view.asked: None}
         if not job_id:
-            return {view.problem: field_error("pick a job to delete"), view.confirm: gr.Group(visible=False)}
+            return unasked | {view.problem: field_error("pick a job to delete")}
         try:
             job = await context.api(key).job(job_id)
         except StudioApiError as error:
-            return {view.problem: field_error(error.message), view.confirm: gr.Group(visible=False)}
+            return unasked | {view.problem: field_error(error.message)}
         if job.state in ("queued", "running"):
             message = f"“{job.title or 'Untitled'}” is {job.state}; cancel it first, then delete it."
-            return {view.problem: field_error(message), view.confirm: gr.Group(visible=False)}
+            return unasked | {view.problem: field_error(message)}
         title = job.title or "Untitled"
         question = (
             f"Delete “{title}” ({job.state}) with its episode, transcripts, segments and inputs? It cannot be undone."
         )
-        return {view.confirm_text: notice(question), view.confirm: gr.Group(visible=True), view.problem: ""}
+        shown = {view.confirm: gr.Group(visible=True), view.asked: job_id}
+        return shown | {view.confirm_text: notice(question), view.problem: ""}
 
     async def delete(key: str, job_id: str | None) -> dict[Any, Any]:
-        hidden = {view.confirm: gr.Group(visible=False)}
+        hidden = {view.confirm: gr.Group(visible=False), view.asked: None}
         if not job_id:
             return hidden | {view.problem: field_error("pick a job to delete")}
         api = context.api(key)
@@ -154,12 +157,18 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             return hidden | {view.problem: field_error(error.message)}
         return hidden | history_updates(view, jobs, unpick=True) | {view.problem: notice("Deleted.")}
 
-    confirm_outputs = [view.confirm, view.confirm_text, view.problem]
+    confirm_outputs = [view.confirm, view.asked, view.confirm_text, view.problem]
     view.delete.click(ask_delete, inputs=[screens.key, view.job], outputs=confirm_outputs)
-    view.job.change(lambda: gr.Group(visible=False), outputs=view.confirm)  # a question about another job
-    view.keep.click(lambda: (gr.Group(visible=False), ""), outputs=[view.confirm, view.problem])
+    # Another job picked: the question, about the one before, goes. A change event of the same pick arriving late (a
+    # busy server) leaves it.
+    view.job.change(
+        lambda picked, asked: gr.Group(visible=asked is not None and picked == asked),
+        inputs=[view.job, view.asked],
+        outputs=view.confirm,
+    )
+    view.keep.click(lambda: (gr.Group(visible=False), None, ""), outputs=[view.confirm, view.asked, view.problem])
     view.confirm_delete.click(
-        delete, inputs=[screens.key, view.job], outputs=[view.confirm, *view.listing, view.problem]
+        delete, inputs=[screens.key, view.job], outputs=[view.confirm, view.asked, *view.listing, view.problem]
     )
 
     generate, finish = screens.generate, screens.finish
