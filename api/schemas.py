@@ -234,6 +234,31 @@ class JobList(BaseModel):
     jobs: list[JobView]
 
 
+class PlanTurnView(BaseModel):
+    index: int = Field(description="the turn's number in the script, from 0")
+    speaker: str = Field(description="the speaker's name")
+    text: str = Field(
+        description="what this segment speaks of the turn: a long turn generated in pieces (`turns` "
+        "mode) has a piece in each of several segments"
+    )
+
+
+class PlanSegmentView(BaseModel):
+    index: int
+    estimated_seconds: float = Field(description="about how much audio it makes, before it is generated")
+    turns: list[PlanTurnView]
+
+
+class JobPlanView(BaseModel):
+    """How the job is generated, as its workers generate it: its segments in episode order (the `segment` of its
+    events), each with the turns it speaks. Within a segment each turn takes its share of the audio by its share of
+    the text, the rule the transcript follows."""
+
+    revision: int = Field(description="the script revision this plan is of")
+    mode: JobMode
+    segments: list[PlanSegmentView]
+
+
 class UsageView(BaseModel):
     """What a key keeps in the service's storage."""
 

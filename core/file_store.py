@@ -62,6 +62,10 @@ class FileStore(Protocol):
     def remove(self, path: Path) -> None:
         """The file, or the folder and everything under it, gone here and from the store."""
 
+    def remove_file(self, path: Path) -> None:
+        """The file at `path` gone here and from the store (absent is fine): one request, where `remove` must list
+        what is under the path first."""
+
     def drop_local(self, path: Path) -> None:
         """Forget this host's copy of a file or folder the store keeps (scratch no longer needed)."""
 
@@ -108,6 +112,9 @@ class LocalFiles:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+
+    def remove_file(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
 
     def drop_local(self, path: Path) -> None:
         pass  # the local copy is the only one
@@ -188,13 +195,17 @@ class S3Files:
         LocalFiles(self.root).remove(path)
         keys = [key for key, _ in self._objects(path)]
         if not keys:
-            with self._errors(path):
-                self.client.delete_object(Bucket=self.bucket, Key=self.key(path))  # a file (absent is fine)
+            self.remove_file(path)  # a file (absent is fine)
             return
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             with self._errors(path):
                 self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def remove_file(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        with self._errors(path):
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(path))
 
     def drop_local(self, path: Path) -> None:
         LocalFiles(self.root).remove(path)

@@ -17,7 +17,7 @@ import torch
 from pipeline.engine import Engine
 from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, generate_segments
 from pipeline.plan import Plan, Segment, Silence, segment_seed
-from pipeline.timeline import TimedTurn
+from pipeline.timeline import TimedTurn, text_shares
 from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 
@@ -143,15 +143,11 @@ def _progress_reporter(
 
 def segment_turn_timings(segment: Segment, seconds: float, plan: Plan) -> tuple[TimedTurn, ...]:
     """The segment's turns in [0, seconds], each by its share of the segment's text (exact for one turn)."""
-    weights = [max(1, len(turn.text)) for turn in segment.turns]
-    total = sum(weights)
-    timings = []
-    offset = 0.0
-    for turn, weight in zip(segment.turns, weights, strict=True):
-        length = seconds * weight / total
-        timings.append(TimedTurn(turn.index, plan.speakers[turn.speaker].name, turn.text, offset, offset + length))
-        offset += length
-    return tuple(timings)
+    shares = text_shares([turn.text for turn in segment.turns])
+    return tuple(
+        TimedTurn(turn.index, plan.speakers[turn.speaker].name, turn.text, seconds * start, seconds * end)
+        for turn, (start, end) in zip(segment.turns, shares, strict=True)
+    )
 
 
 def _merge_pieces(timings: list[TimedTurn]) -> tuple[TimedTurn, ...]:

@@ -62,6 +62,7 @@ def test_what_exists_nowhere_is_said_so(store: FileStore) -> None:
     assert store.tree_bytes(store.root / "jobs" / "b") == 0
     assert store.holds(store.root / "jobs" / "b") is False
     store.remove(missing)  # nothing to remove is no error
+    store.remove_file(missing)
 
 
 def test_a_tree_is_published_counted_and_removed_whole(store: FileStore, tmp_path: Path) -> None:
@@ -89,6 +90,17 @@ def test_dropping_the_local_copy_keeps_the_stores(store: FileStore, tmp_path: Pa
     else:
         assert not path.exists()
         assert store.fetch(path) and path.read_bytes() == b"voice"
+
+
+def test_a_file_removed_is_gone_for_every_host_and_its_neighbours_stay(store: FileStore, tmp_path: Path) -> None:
+    folder = store.root / "jobs" / "e" / "segments"
+    for name in ("0000.flac", "0000.partial"):
+        store.publish(write(folder / name, name.encode()))
+    store.remove_file(folder / "0000.partial")
+    other = as_another_host(store, tmp_path)
+    there = other.root / "jobs" / "e" / "segments"
+    assert not (folder / "0000.partial").exists() and other.fetch(there / "0000.partial") is False
+    assert other.fetch(there / "0000.flac") and (there / "0000.flac").read_bytes() == b"0000.flac"
 
 
 def test_a_file_published_again_replaces_the_old_one_for_every_reader(store: FileStore, tmp_path: Path) -> None:

@@ -205,6 +205,9 @@ def test_a_whole_mode_generation_killed_half_way_loses_no_stored_frame(make_serv
     kill(worker)
     stored = PartialFrames(JobFolder(stack.root / "data" / "jobs" / job_id).segment_partial_frames(0)).stored_frames
     assert stored >= 8
+    # what the job showed when its worker died: progress is written a few times a second, so it may trail the
+    # frames stored by a step or two
+    shown_at_death = min(job_row(stack, job_id).frames_done, stored)
     worker = stack.start_worker()
     progress = []  # frames_done seen while the second attempt runs
     while (job := job_row(stack, job_id)).state not in FINAL:
@@ -214,7 +217,8 @@ def test_a_whole_mode_generation_killed_half_way_loses_no_stored_frame(make_serv
     assert job.state == "done", job.error
     (row,) = segment_rows(stack, job_id)
     assert (row.attempts, row.resumed_from_frame, row.frames) == (2, stored, reference_row.frames)
-    assert progress and min(progress) >= stored, progress[:10]  # the job's progress did not restart from 0
+    # the job's progress did not restart from 0: never below what it showed, and on from the stored frames
+    assert progress and min(progress) >= shown_at_death and max(progress) >= stored, progress[:10]
     np.testing.assert_allclose(episode(stack, job_id), episode(stack, reference_id), atol=1e-3)
 
 

@@ -242,10 +242,21 @@ def test_a_key_sees_only_its_own_jobs_and_voices_and_admins_see_all(
     job = wait_for(alice, job_id, {"done", "failed"})
     assert job["state"] == "done"
     assert alice.delete(f"/v1/jobs/{job_id}").status_code == 409  # nothing left to cancel
+    # its plan: the segments its events number, each with the turns it speaks, as the transcript has them
+    plan = alice.get(f"/v1/jobs/{job_id}/plan").json()
+    assert plan["revision"] == 0 and [segment["index"] for segment in plan["segments"]] == list(
+        range(job["progress"]["segments_total"])
+    )
+    timed = alice.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    planned = [turn for segment in plan["segments"] for turn in segment["turns"]]
+    assert [(turn["index"], turn["speaker"], turn["text"]) for turn in planned] == [
+        (turn["index"], turn["speaker"], turn["text"]) for turn in timed
+    ]
 
     bob = stack.client(stack.mint_key("bob"))
     for method, path in [
         ("GET", f"/v1/jobs/{job_id}"),
+        ("GET", f"/v1/jobs/{job_id}/plan"),
         ("GET", f"/v1/jobs/{job_id}/events"),
         ("GET", f"/v1/jobs/{job_id}/audio.wav"),
         ("GET", f"/v1/jobs/{job_id}/transcript.srt"),
@@ -346,7 +357,7 @@ def test_an_owner_deletes_an_ended_job_with_all_its_files(stack, alice: httpx.Cl
     deleted = alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
     assert deleted.status_code == 204 and deleted.content == b""
     assert job_traces(stack, job_id) == GONE
-    for path in ("", "/audio.wav", "/audio.mp3", "/transcript.srt", "/chapters.json", "/segments/0/audio"):
+    for path in ("", "/plan", "/audio.wav", "/audio.mp3", "/transcript.srt", "/chapters.json", "/segments/0/audio"):
         assert alice.get(f"/v1/jobs/{job_id}{path}").status_code == 404, path
     assert job_id not in [job["id"] for job in alice.get("/v1/jobs").json()["jobs"]]
     assert alice.delete(f"/v1/jobs/{job_id}", params={"purge": "true"}).status_code == 404

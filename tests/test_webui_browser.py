@@ -127,6 +127,34 @@ def pick(page, dropdown: str, option: str) -> None:  # type: ignore[no-untyped-d
     page.get_by_role("option", name=option).first.click()
 
 
+def sent_through_api(
+    stack: ServiceStack, name: str, voice_wav: Path, **fields: object
+) -> tuple[str, httpx.Client, str]:
+    """A new key called `name`, its client, and the id of the job it sent through the api (not from a page): Alice
+    and Bob of LONG_SCRIPT in one uploaded voice, 2 diffusion steps, with `fields` on top."""
+    key = stack.mint_key(name)
+    client = stack.client(key)
+    voice = upload_voice(client, voice_wav, f"{name}'s voice")
+    body = {"script": LONG_SCRIPT, "voices": {"Alice": voice, "Bob": voice}, "settings": {"diffusion_steps": 2}}
+    response = client.post("/v1/jobs", json=body | fields)
+    assert response.status_code == 202, response.text
+    return key, client, response.json()["id"]
+
+
+def cast_and_on_generate(stack: ServiceStack, open_studio, name: str, voice_wav: Path, script: str):  # type: ignore[no-untyped-def]
+    """A page of a new key called `name`, with `script` written, both speakers cast with one uploaded voice, and
+    the Generate screen open; returns the key and the page."""
+    key = stack.mint_key(name)
+    upload_voice(stack.client(key), voice_wav, "Host voice")
+    page = open_studio(key)
+    page.locator("#script textarea").fill(script)
+    page.get_by_role("tab", name="2 · Cast").click()
+    for speaker in (1, 2):
+        pick(page, f"#speaker-{speaker}-voice", "Host voice")
+    page.get_by_role("tab", name="3 · Generate").click()
+    return key, page
+
+
 def history_rows(page):  # type: ignore[no-untyped-def]
     """The History table's rows of jobs (Gradio's Dataframe: ARIA rows of grid cells, below the header row)."""
     return page.locator("#history-table [role=row]").filter(has=page.get_by_role("gridcell"))
@@ -449,6 +477,46 @@ def test_a_click_on_a_history_row_opens_that_job(stack: ServiceStack, open_studi
     assert_no_stack_trace(page)
 
 
+def test_generate_again_follows_the_new_job_and_a_refusal_never_stands_beside_an_older_job(
+    stack: ServiceStack, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Without a worker (this test runs before the first that starts one) every job waits in its queue, in flight."""
+    key, page = cast_and_on_generate(stack, open_studio, "producer", voice_wav, SCRIPT)
+    client = stack.client(key)
+    progress = page.locator("#job-progress .vx-job")
+    for title in ("First take", "Second take"):  # pressed again while the first is followed: sent, and followed
+        page.locator("#title textarea").fill(title)
+        page.locator("#generate").click()
+        expect(progress).to_contain_text(title)
+    jobs = {job["title"]: job["id"] for job in client.get("/v1/jobs").json()["jobs"]}
+    assert set(jobs) == {"First take", "Second take"}
+    second = jobs["Second take"]
+    expect(progress).to_have_attribute("data-job", second)
+
+    # Refused while the job shown is in flight: the refusal beside the script, and that job still followed.
+    page.get_by_role("tab", name="1 · Write").click()
+    page.locator("#script textarea").fill("")
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#generate").click()
+    expect(page.locator("#script-problem")).to_contain_text("write or load a script first")
+    assert len(client.get("/v1/jobs").json()["jobs"]) == 2
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(progress).to_have_attribute("data-job", second)
+    assert client.delete(f"/v1/jobs/{second}").status_code == 200
+    expect(progress).to_have_attribute("data-state", "cancelled")  # followed: the cancel shows here
+
+    # Refused once the job shown has ended: what the page showed of it goes, the refusal stands alone.
+    page.locator("#generate").click()
+    expect(page.locator("#script-problem")).to_contain_text("write or load a script first")
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(progress).to_have_count(0)
+    expect(page.locator("#cancel-job")).to_be_hidden()
+    for job_id in jobs.values():  # not left for a worker
+        client.delete(f"/v1/jobs/{job_id}")
+        client.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
+    assert_no_stack_trace(page)
+
+
 TRANSCRIPT = """WEBVTT
 
 00:00:01.000 --> 00:00:03.000
@@ -599,7 +667,21 @@ def test_write_cast_generate_listen_and_download(
     cues.nth(1).locator(".vx-seek").click()
     expect(cues.nth(1)).to_have_class(re.compile(r"\bvx-now\b"))
     start = float(cues.nth(1).get_attribute("data-start"))
-    assert page.locator("#episode audio").evaluate("a => a.currentTime") >= start
+    assert page.locator("#episode audio.vx-episode-audio").evaluate("a => a.currentTime") >= start
+    # The waveform marks each turn's span in its speaker's colour (Ann's two alike, Ben's another); a click on
+    # the last span plays from that turn's start.
+    expect(page.locator("#episode .vx-waveform")).to_have_attribute("data-ready", "true")
+    spans = page.locator('#episode .vx-waveform [part~="region"]')
+    expect(spans).to_have_count(3)
+    colours = [span.evaluate("s => getComputedStyle(s).backgroundColor") for span in spans.all()]
+    assert colours[0] == colours[2] != colours[1] and "rgba(0, 0, 0, 0)" not in colours, colours
+    last = spans.nth(2).bounding_box()
+    assert last is not None
+    spans.nth(2).click(position={"x": last["width"] * 0.8, "y": last["height"] / 2})  # late in it: the start plays
+    expect(cues.nth(2)).to_have_class(re.compile(r"\bvx-now\b"))
+    heard_from = page.locator("#episode audio.vx-episode-audio").evaluate("a => a.currentTime")
+    span_start, span_end = (float(cues.nth(2).get_attribute(f"data-{edge}")) for edge in ("start", "end"))
+    assert span_start <= heard_from < (span_start + span_end) / 2, (heard_from, span_start, span_end)
     screenshot(page, "listen")
 
     job = stack.client(key).get("/v1/jobs").json()["jobs"][0]
@@ -627,6 +709,7 @@ def test_write_cast_generate_listen_and_download(
     page.locator("#regenerate").click()
     expect(cues.nth(1).locator("p")).to_have_text("Thanks a lot for having me!", timeout=SLOW)
     expect(cues.nth(1)).to_have_class(re.compile(r"\bvx-now\b"))  # the new take plays
+    expect(spans).to_have_count(3)  # on a waveform drawn again, of the episode as it is now
     with page.expect_download() as download:
         page.locator(f'#downloads a.download-link[download="{stem}.wav"]').click()
     download.value.save_as(tmp_path / "regenerated.wav")
@@ -665,6 +748,7 @@ def test_write_cast_generate_listen_and_download(
     phone.get_by_role("tab", name="History").click()
     history_rows(phone).filter(has_text="Pilot").get_by_role("gridcell").first.click()
     expect(phone.locator("#episode .vx-cue")).to_have_count(3)
+    expect(phone.locator('#episode .vx-waveform [part~="region"]')).to_have_count(3)
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(phone, "phone-listen")
 
@@ -688,14 +772,7 @@ def test_write_cast_generate_listen_and_download(
 def test_a_whole_mode_episode_is_heard_while_it_generates(
     stack: ServiceStack, worker: None, open_studio, voice_wav: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    key = stack.mint_key("listener")
-    upload_voice(stack.client(key), voice_wav, "Host voice")
-    page = open_studio(key)
-    page.locator("#script textarea").fill(LONG_SCRIPT)
-    page.get_by_role("tab", name="2 · Cast").click()
-    for speaker in (1, 2):
-        pick(page, f"#speaker-{speaker}-voice", "Host voice")
-    page.get_by_role("tab", name="3 · Generate").click()
+    key, page = cast_and_on_generate(stack, open_studio, "listener", voice_wav, LONG_SCRIPT)
     expect(page.get_by_label("Whole script: the best flow between speakers")).to_be_checked()
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
@@ -716,9 +793,18 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     assert job["mode"] == "whole" and job["progress"]["segments_total"] == 1
     assert sum(part["seconds"] for part in parts) == pytest.approx(job["audio_seconds"], abs=0.05)
     page.get_by_role("tab", name="3 · Generate").click()
+    buffered = sum(part["seconds"] for part in parts)
     expect(page.locator("#segments .vx-live-buffer")).to_contain_text(
-        f"{sum(part['seconds'] for part in parts):.0f} s of audio buffered in {len(parts)} parts"
+        f"{buffered:.0f} s of audio buffered in {len(parts)} parts"
     )
+    # how far the listener is, and what is ready beyond: nothing said before a part is played
+    heard = page.locator("#segments .vx-live-heard")
+    expect(heard).to_be_hidden()
+    page.locator("#segments audio").nth(1).evaluate("a => { a.currentTime = 1.2; }")
+    expect(heard).to_have_text(re.compile(r"^· \d+:\d\d heard, \d+ s ready ahead$"))
+    minutes, seconds, ahead = map(int, re.findall(r"\d+", heard.inner_text()))
+    at = parts[0]["seconds"] + 1.2  # the first part, then 1.2 s into the second
+    assert minutes * 60 + seconds == int(at) and abs(ahead - (buffered - at)) <= 0.5, (heard.inner_text(), at)
     assert_no_stack_trace(page)
 
     # In whole mode the segment holds every turn: the page says so, and how long, before anything changes.
@@ -760,18 +846,29 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     assert not folder.exists()
 
 
+def test_a_job_sent_elsewhere_and_opened_from_history_is_heard_with_its_turns_named(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The page has no script of a job sent through the api: the api's plan of the job names what is heard."""
+    settings = {"diffusion_steps": 50}  # slow enough to be opened while it generates
+    key, client, job_id = sent_through_api(
+        stack, "elsewhere", voice_wav, mode="turns", title="From the api", settings=settings
+    )
+    page = open_studio(key)
+    page.get_by_role("tab", name="History").click()
+    history_rows(page).filter(has_text="From the api").get_by_role("gridcell").first.click()
+    expect(page.locator(f'#job-progress .vx-job[data-job="{job_id}"]')).to_be_visible()
+    labels = page.locator("#segments .vx-part-label")
+    expect(labels.first).to_have_text("Alice: This is turn number 0, and…", timeout=SLOW)
+    client.delete(f"/v1/jobs/{job_id}")  # not left for the worker: the later tests want its time
+    assert_no_stack_trace(page)
+
+
 def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_the_player_stays_in_view(
     stack: ServiceStack, worker: None, open_studio, voice_wav: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    key = stack.mint_key("commuter")
-    client = stack.client(key)
-    voice = upload_voice(client, voice_wav, "Phone voice")
     script = LONG_SCRIPT * 3  # 24 turns: pages as long as the issue saw, were nothing bounded
-    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "title": "On the train",
-            "settings": {"diffusion_steps": 2}}  # fmt: skip
-    response = client.post("/v1/jobs", json=body)
-    assert response.status_code == 202, response.text
-    job_id = response.json()["id"]
+    key, client, job_id = sent_through_api(stack, "commuter", voice_wav, script=script, title="On the train")
     phone = open_studio(key, viewport=PHONE)
 
     # An error shows right under the script box, in view once Generate sends the page back to Write.

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from api.schemas import JobProgress, JobView, PlannedTurn, RegenerationPlan, VoiceView
+from api.schemas import JobPlanView, JobProgress, JobView, PlannedTurn, RegenerationPlan, VoiceView
+from api.services.job_plan import plan_view
 from core.job_events import AudioEvent
-from pipeline.plan import Plan, plan_script
+from pipeline.plan import plan_script
 from pipeline.script import parse_script
 from tests.conftest import write_voice_file
 from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
@@ -52,6 +53,7 @@ from webui.views.cast import with_restored_voices
 from webui.views.finish import needs_confirmation
 from webui.views.history import clicked_job
 from webui.voices import RecordingShape, VoiceUse, recording_shape, same_voice_in, voice_in_use
+from webui.waveform import MAX_PEAKS, PEAKS_PER_SECOND, Waveform, read_waveform, waveform_source
 
 
 def test_the_preview_parses_estimates_and_places_errors_at_their_line() -> None:
@@ -139,9 +141,45 @@ def test_the_episode_player_marks_the_turn_to_play_from() -> None:
             {"index": 1, "speaker": "Ben", "text": "Hello.", "start": 1.0, "end": 3.0},
         ],
     }
-    shown = episode_html(_job("Pilot"), "gradio_api/file=/x/a.mp3?v=1", chapters, focus_turn=1)
+    waveform = Waveform(3.0, (0.5, 1.0, 0.25))
+    shown = episode_html(_job("Pilot"), "gradio_api/file=/x/a.mp3?v=1", chapters, waveform, focus_turn=1)
     assert shown.count("data-focus") == 1 and 'data-index="1" data-start="1.000" data-end="3.000" data-focus' in shown
-    assert "data-focus" not in episode_html(_job("Pilot"), "a.mp3", chapters)
+    assert "data-focus" not in episode_html(_job("Pilot"), "a.mp3", chapters, waveform)
+    assert 'data-duration="3.000" data-peaks="[0.5,1.0,0.25]"' in shown
+
+
+def _slices(samples: np.ndarray, count: int) -> np.ndarray:
+    """Each slice's loudest sample, slice by slice in plain Python: what `read_waveform` must agree with."""
+    frames = len(samples)
+    bounds = [(b * frames + count - 1) // count for b in range(count + 1)]
+    loudest = np.array([np.abs(samples[bounds[b] : bounds[b + 1]]).max() for b in range(count)])
+    return loudest / loudest.max()
+
+
+@pytest.mark.parametrize(("seconds", "channels"), [(37.2, 1), (0.01, 1), (3.5, 2)])
+def test_the_waveform_holds_each_slices_loudest_sample_read_in_blocks(
+    tmp_path: Path, seconds: float, channels: int
+) -> None:
+    rng = np.random.default_rng(7)
+    samples = (rng.standard_normal((round(24_000 * seconds), channels)) * 0.1).astype(np.float32)
+    samples[len(samples) // 3, 0] = 0.9  # one loud click: the slice holding it is the loudest
+    path = tmp_path / "episode.wav"
+    sf.write(path, samples, 24_000, subtype="FLOAT")
+    waveform = read_waveform(path)
+    count = min(MAX_PEAKS, max(1, round(seconds * PEAKS_PER_SECOND)))
+    assert waveform.duration == pytest.approx(seconds, abs=1e-4) and len(waveform.peaks) == count
+    assert np.allclose(waveform.peaks, _slices(np.abs(samples).max(axis=1), count), atol=1e-3)
+    assert max(waveform.peaks) == 1.0 and waveform.peaks.index(1.0) == (len(samples) // 3) * count // len(samples)
+
+
+def test_a_long_episode_keeps_a_bounded_waveform_and_the_lossless_file_is_read(tmp_path: Path) -> None:
+    files = {fmt: tmp_path / f"episode.{fmt}" for fmt in ("mp3", "wav")}
+    assert waveform_source(files) == files["wav"] and waveform_source({"mp3": files["mp3"]}) == files["mp3"]
+    samples = np.sin(np.arange(24_000 * 200) / 30).astype(np.float32) * 0.5
+    sf.write(files["wav"], samples, 24_000)
+    assert len(read_waveform(files["wav"]).peaks) == MAX_PEAKS  # 200 s would be 10,000 slices
+    sf.write(tmp_path / "silence.wav", np.zeros(2400, np.float32), 24_000)
+    assert set(read_waveform(tmp_path / "silence.wav").peaks) == {0.0}
 
 
 def test_files_get_safe_names_and_a_new_url_when_rewritten(tmp_path: Path) -> None:
@@ -277,7 +315,7 @@ def _chunk(segment: int, first_frame: int, frames: int, value: int) -> AudioEven
     return AudioEvent(segment=segment, first_frame=first_frame, frames=frames, pcm=base64.b64encode(samples).decode())
 
 
-def _live(tmp_path: Path, plan: Plan | None = None) -> LiveAudio:
+def _live(tmp_path: Path, plan: JobPlanView | None = None) -> LiveAudio:
     return LiveAudio(tmp_path, lambda path: path.name, partial(part_label, plan))
 
 
@@ -324,22 +362,30 @@ def test_live_audio_skips_replayed_frames_and_falls_back_to_the_stored_segment_a
     assert live.parts[2].url == "segment-1.flac" and live.parts[2].start_seconds == 0.0
 
 
-def test_parts_are_labelled_with_the_turn_they_start_in_and_grow_as_more_is_published() -> None:
+def test_parts_are_labelled_with_the_turn_they_start_in_by_the_transcripts_rule() -> None:
     script = parse_script(
         "Alice: Welcome to the show, where we talk about tea every single week.\n"
         "Bob: Thanks for having me.\n[pause: 1s]\nAlice: Bye.\n"
     )
-    whole = plan_script(script, "whole")
-    assert part_label(whole, 0, 0.0, 1) == "Alice: Welcome to the show, where we…"
-    # the first turn's 63 characters run about 4.5 s at 14 characters a second
-    assert part_label(whole, 0, 4.4, 2) == "Alice: Welcome to the show, where we…"
-    assert part_label(whole, 0, 4.6, 2) == "Bob: Thanks for having me."
-    assert part_label(whole, 1, 0.0, 3) == "Alice: Bye."
-    turns = plan_script(script, "turns")
-    assert [part_label(turns, n, 0.0, n + 1) for n in range(3)] == [
-        "Alice: Welcome to the show, where we…", "Bob: Thanks for having me.", "Alice: Bye.",
-    ]  # fmt: skip
-    assert part_label(None, 0, 0.0, 4) == "Part 4" and part_label(whole, 9, 0.0, 4) == "Part 4"
+    whole = plan_view(plan_script(script, "whole"), revision=0)
+    welcome, thanks = "Alice: Welcome to the show, where we…", "Bob: Thanks for having me."
+    share = 63 / (63 + 21)  # of the first segment's text, Alice's turn: where Bob starts, as the transcript has it
+    assert part_label(whole, 0, 0.0, 1, 3.0, False) == welcome
+    # a stored segment of 10 s: Bob from 7.5 s on
+    assert [part_label(whole, 0, at, 2, 10.0, True) for at in (10 * share - 0.1, 10 * share + 0.1)] == [welcome, thanks]
+    # while it generates: of the plan's estimate, or of the audio made once that runs past it
+    estimate = whole.segments[0].estimated_seconds
+    assert part_label(whole, 0, estimate * share + 0.1, 2, 1.0, False) == thanks
+    assert part_label(whole, 0, estimate * share + 0.1, 2, estimate * 2, False) == welcome
+    assert part_label(whole, 1, 0.0, 3, 1.0, True) == "Alice: Bye."
+    turns = plan_view(plan_script(script, "turns"), revision=0)
+    assert [part_label(turns, n, 0.0, n + 1, 1.0, False) for n in range(3)] == [welcome, thanks, "Alice: Bye."]
+    assert part_label(None, 0, 0.0, 4, 1.0, True) == "Part 4" and part_label(whole, 9, 0.0, 4, 1.0, True) == "Part 4"
+    # a long turn cut by the server's segment length (turns mode) is labelled by the piece each segment speaks
+    long_turn = parse_script("Alice: " + "Tea is a drink that many people like. " * 60 + "\nBob: Indeed.\n")
+    pieces = plan_view(plan_script(long_turn, "turns", max_segment_seconds=40), revision=0)
+    assert len(pieces.segments) > 3 and pieces.segments[-1].turns[0].speaker == "Bob"
+    assert part_label(pieces, len(pieces.segments) - 1, 0.0, 9, 1.0, True) == "Bob: Indeed."
     assert first_words("one two three", 2) == "one two…"
     assert [part_length_seconds(seconds) for seconds in (0, 40, 600)] == [5.0, 10.0, 30.0]
     shown = live_parts_html([LivePart(0, 0.0, 5.0, "a.flac", "Bob: <b>hi</b>")])

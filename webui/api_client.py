@@ -25,6 +25,7 @@ from api.schemas import (
     SCRIPT_STREAM_EVENTS,
     JobList,
     JobOptions,
+    JobPlanView,
     JobStreamEvent,
     JobView,
     QueueDepth,
@@ -161,6 +162,10 @@ class StudioApi:
     async def job(self, job_id: str) -> JobView:
         response = await self._request("GET", f"/v1/jobs/{job_id}")
         return JobView.model_validate_json(response.content)
+
+    async def job_plan(self, job_id: str) -> JobPlanView:
+        response = await self._request("GET", f"/v1/jobs/{job_id}/plan")
+        return JobPlanView.model_validate_json(response.content)
 
     async def jobs(self, limit: int = 50) -> list[JobView]:
         response = await self._request("GET", "/v1/jobs", params={"limit": limit})

@@ -18,9 +18,10 @@ from typing import Any
 import gradio as gr
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
 
 from webui.api_client import Access, StudioApiError
-from webui.assets import STUDIO_CSS
+from webui.assets import STUDIO_CSS, VENDOR_DIR, VENDOR_FOLDER
 from webui.context import StudioContext
 from webui.examples import find_examples
 from webui.files import StudioFiles
@@ -159,6 +160,8 @@ def mount_studio(app: FastAPI, api_url: str, *, max_upload_bytes: int | None = N
     context = StudioContext(api_url=api_url, files=StudioFiles.temporary(), examples=find_examples())
     studio = build_studio(context)
     studio.queue(default_concurrency_limit=None)  # handlers wait on the api, not on this process's CPU
+    # before the studio's own mount, which would otherwise answer for every path under it
+    app.mount(f"{STUDIO_PATH}/{VENDOR_FOLDER}", StaticFiles(directory=VENDOR_DIR), name="studio-vendor")
     if not any(getattr(route, "path", None) == "/" for route in app.routes):
         app.add_api_route("/", lambda: RedirectResponse(f"{STUDIO_PATH}/"), include_in_schema=False)
     return gr.mount_gradio_app(

@@ -1,10 +1,14 @@
 """The studio's stylesheet and the small scripts its HTML players run in the browser.
 
 Kept as Python strings, not package data files, so that every install (editable, wheel, container)
-carries them. Colours lean on Gradio's theme variables so a dark browser theme stays readable.
+carries them. Colours lean on Gradio's theme variables so a dark browser theme stays readable. The one browser
+library the scripts load, wavesurfer.js for the episode's waveform, is vendored as released in webui/vendor/
+(package data; `webui/vendor/refresh.sh` says which release and fetches it again).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 STUDIO_CSS = """
 .vx-preview { font-size: var(--text-md); }
@@ -67,6 +71,10 @@ STUDIO_CSS = """
   background: none; border: none; cursor: pointer; padding: 0 .5em 0 0; }
 .vx-seek:hover { text-decoration: underline; }
 .vx-chapters ol { padding-left: 1.2em; }
+.vx-waveform { margin: 0 0 .6em; min-height: 64px; cursor: pointer; }
+.vx-waveform ::part(region) { background-color: var(--vx-span); border: 0; border-radius: 0;
+  border-left: 2px solid var(--background-fill-primary, #fff); height: 100% !important; }
+.vx-waveform ::part(region)::after { content: none; }
 .vx-table-wrap { overflow-x: auto; max-width: 100%; }
 .vx-table { border-collapse: collapse; width: 100%; font-size: var(--text-sm); }
 .vx-table th, .vx-table td { text-align: left; padding: .35em .6em; white-space: nowrap;
@@ -87,9 +95,13 @@ STUDIO_CSS = """
 }
 """
 
-# The episode player: highlight the turn being heard and keep it in view; a click on a time seeks there; a
-# regenerated turn (data-focus) plays as soon as the new audio is loaded.
-EPISODE_PLAYER_JS = """
+# Where the studio serves the browser libraries of webui/vendor/, under its own path (`webui.app`).
+VENDOR_FOLDER = "vendor"
+VENDOR_DIR = Path(__file__).parent / VENDOR_FOLDER
+
+# The episode player: highlight the turn being heard and keep it in view; a click on a time, or on a turn's span
+# in the waveform, plays from there; a regenerated turn (data-focus) plays as soon as the new audio is loaded.
+EPISODE_PLAYER_JS = r"""
 const cueAt = (time) => [...element.querySelectorAll('.vx-cue')]
   .find((cue) => time >= Number(cue.dataset.start) && time < Number(cue.dataset.end));
 element.addEventListener('timeupdate', (event) => {
@@ -115,18 +127,75 @@ element.addEventListener('click', (event) => {
   const seek = event.target.closest('.vx-seek');
   if (seek) playFrom(Number(seek.dataset.start));
 });
+// The waveform (wavesurfer.js, served from the studio's vendor folder) plays the same <audio>: the peaks come with
+// the page, so nothing is downloaded or decoded twice; each turn is a span in its speaker's colour.
+let waveform = null;
+let drawing = 0;
+const drawWaveform = async () => {
+  const ticket = ++drawing;
+  if (waveform) { waveform.destroy(); waveform = null; }
+  const box = element.querySelector('.vx-waveform');
+  const audio = element.querySelector('.vx-episode-audio');
+  if (!box || !audio) return;
+  const root = (window.gradio_config && window.gradio_config.root) || location.pathname;
+  const base = new URL(`${root.replace(/\/+$/, '')}/VENDOR_FOLDER/wavesurfer/`, location.href);
+  const [{default: WaveSurfer}, {default: RegionsPlugin}] = await Promise.all(
+    ['wavesurfer.esm.js', 'regions.esm.js'].map((file) => import(new URL(file, base).href)));
+  if (ticket !== drawing || !box.isConnected) return;  // another episode came meanwhile
+  const regions = RegionsPlugin.create();
+  waveform = WaveSurfer.create({
+    container: box, media: audio, peaks: [JSON.parse(box.dataset.peaks)], duration: Number(box.dataset.duration),
+    height: 64, barWidth: 2, barGap: 1, barRadius: 1, waveColor: '#9ca3af', progressColor: '#4b5563',
+    cursorColor: 'var(--color-accent, #f97316)', cursorWidth: 2, plugins: [regions],
+  });
+  // once ready: a span added before the player knows the duration is clamped to nothing
+  waveform.once('ready', () => {
+    element.querySelectorAll('.vx-cue').forEach((cue) => {
+      const colour = getComputedStyle(cue).borderLeftColor;  // the speaker's, as rgb(r, g, b)
+      const span = regions.addRegion({
+        id: `turn-${cue.dataset.index}-${cue.dataset.start}`, start: Number(cue.dataset.start),
+        end: Number(cue.dataset.end), drag: false, resize: false,
+      });
+      // Gradio's page styles every wavesurfer region (its trim handles) from outside: .vx-waveform's rules
+      // take over, in this colour
+      span.element.style.setProperty('--vx-span', colour.replace(/^rgb\((.*)\)$/, 'rgba($1, 0.3)'));
+    });
+    box.dataset.ready = 'true';
+  });
+  regions.on('region-clicked', (region, event) => { event.stopPropagation(); playFrom(region.start); });
+};
+drawWaveform();
 watch('value', () => {
+  drawWaveform();
   const focus = element.querySelector('.vx-cue[data-focus]');
   const audio = element.querySelector('.vx-episode-audio');
   if (!focus || !audio) return;
   audio.addEventListener('loadedmetadata', () => playFrom(Number(focus.dataset.start)), {once: true});
   audio.load();
 });
-"""
+""".replace("VENDOR_FOLDER", VENDOR_FOLDER)
 
-# Segments heard while the job generates: when one ends, play the next, now or as soon as it arrives.
+# Segments heard while the job generates: when one ends, play the next, now or as soon as it arrives. Beside the
+# buffer, how far the listener is and how much is ready ahead of that, kept as new parts arrive.
 SEGMENT_PLAYER_JS = """
 let waitingAfter = null;
+let heardAt = null;  // [part index, seconds into it] of the last position played
+const clock = (seconds) => `${Math.floor(seconds / 60)}:${String(Math.floor(seconds % 60)).padStart(2, '0')}`;
+const showHeard = () => {
+  const label = element.querySelector('.vx-live-heard');
+  if (!label || heardAt === null) return;
+  const lengths = [...element.querySelectorAll('.vx-segment')].map((item) => Number(item.dataset.seconds));
+  const heard = lengths.slice(0, heardAt[0]).reduce((sum, seconds) => sum + seconds, 0) + heardAt[1];
+  const total = lengths.reduce((sum, seconds) => sum + seconds, 0);
+  label.textContent = `· ${clock(heard)} heard, ${Math.max(0, Math.round(total - heard))} s ready ahead`;
+  label.hidden = false;
+};
+element.addEventListener('timeupdate', (event) => {
+  const item = event.target.closest('.vx-segment');
+  if (!item) return;
+  heardAt = [Number(item.dataset.index), event.target.currentTime];
+  showHeard();
+}, true);
 const playAfter = (index) => {
   const next = element.querySelector(`.vx-segment[data-index="${index + 1}"] audio`);
   if (next) { waitingAfter = null; next.play().catch(() => {}); } else { waitingAfter = index; }
@@ -135,7 +204,10 @@ element.addEventListener('ended', (event) => {
   const item = event.target.closest('.vx-segment');
   if (item) playAfter(Number(item.dataset.index));
 }, true);
-watch('value', () => { if (waitingAfter !== null) playAfter(waitingAfter); });
+watch('value', () => {
+  if (waitingAfter !== null) playAfter(waitingAfter);
+  showHeard();
+});
 """
 
 # A voice preview: each play brings a new player (its data-take differs), which starts at once and stops every

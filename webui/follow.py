@@ -20,7 +20,6 @@ from api.schemas import JobStreamEvent, JobView, SegmentReady
 from core.job_events import AudioEvent, ProgressEvent
 from core.models import FINAL_STATES
 from core.progress_estimate import past_estimate, shown_share
-from pipeline.plan import Plan
 from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
 from webui.live_audio import LiveAudio, LivePart, part_label
@@ -92,21 +91,22 @@ class JobSnapshot:
 
 
 async def follow_job(
-    api: StudioApi, files: StudioFiles, job_id: str, *, live_folder: Path | None = None, plan: Plan | None = None
+    api: StudioApi, files: StudioFiles, job_id: str, *, live_folder: Path | None = None
 ) -> AsyncIterator[JobSnapshot]:
     """Snapshots of the job from now until it ends; the last one is final (done, failed or cancelled).
 
     A snapshot comes first, on every state change, on every new part of audio to play (written in `live_folder`;
-    without one neither live audio nor segments are fetched), and for progress at most four times a second. `plan`,
-    the job's plan when the page has its script, labels parts with their speaker and words. Raises
-    StudioApiError when the api cannot be reached or loses the job.
+    without one neither live audio nor segments are fetched), and for progress at most four times a second. The
+    job's plan, from the api, labels the parts with their speaker and words. Raises StudioApiError when the api
+    cannot be reached or loses the job.
     """
     listen = live_folder is not None
     events: asyncio.Queue[JobStreamEvent | StudioApiError | None] = asyncio.Queue()
     reader = asyncio.create_task(_read_events(api, job_id, events, listen=listen))
-    live = LiveAudio(live_folder or files.job_folder(job_id), files.url, partial(part_label, plan))
     try:
         job = await api.job(job_id)
+        plan = await api.job_plan(job_id) if listen else None
+        live = LiveAudio(live_folder or files.job_folder(job_id), files.url, partial(part_label, plan))
         if listen:
             for index, path in await _stored_segments(api, files, job):
                 live.add_stored(index, path)

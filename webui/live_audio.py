@@ -11,6 +11,7 @@ missed (a chunk Redis dropped, or one sent before the page connected).
 from __future__ import annotations
 
 import base64
+import bisect
 import secrets
 import shutil
 from collections.abc import Callable
@@ -20,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from api.schemas import JobPlanView
 from core.job_events import AudioEvent
-from pipeline.plan import Plan, estimate_seconds
+from pipeline.timeline import text_shares
 
 MIN_PART_SECONDS = 5.0
 MAX_PART_SECONDS = 30.0
@@ -45,19 +47,23 @@ def first_words(text: str, count: int = _LABEL_WORDS) -> str:
     return " ".join(words[:count]) + ("…" if len(words) > count else "")
 
 
-def part_label(plan: Plan | None, segment: int, start_seconds: float, number: int) -> str:
+def part_label(
+    plan: JobPlanView | None, segment: int, start_seconds: float, number: int, made_seconds: float, complete: bool
+) -> str:
     """Who speaks at `start_seconds` into `segment`, and the first words of that turn; "Part N" without a plan.
 
-    Inside a whole-mode segment, where a turn starts is estimated from the turns' lengths of text, as the
-    episode's transcript estimates it.
+    Inside a segment each turn takes its share of the audio by its share of the text (`text_shares`), as the
+    episode's transcript places it: of the segment's length once it is `complete` (`made_seconds`), and while it
+    generates, of the plan's estimate, or of the audio made so far once that runs past the estimate.
     """
-    segments = plan.segments if plan is not None else ()
-    if plan is None or not 0 <= segment < len(segments):
+    planned = next((item for item in plan.segments if item.index == segment), None) if plan is not None else None
+    if planned is None or not planned.turns:
         return f"Part {number}"
-    turns = segments[segment].turns
-    starts = np.cumsum([0.0, *(estimate_seconds(turn.text) for turn in turns[:-1])])
-    turn = turns[int(np.searchsorted(starts, start_seconds, side="right")) - 1]
-    return f"{plan.speakers[turn.speaker].name}: {first_words(turn.text)}"
+    length = made_seconds if complete else max(made_seconds, planned.estimated_seconds)
+    where = start_seconds / length if length > 0 else 0.0
+    starts = [start for start, _ in text_shares([turn.text for turn in planned.turns])]
+    turn = planned.turns[max(0, bisect.bisect_right(starts, where) - 1)]
+    return f"{turn.speaker}: {first_words(turn.text)}"
 
 
 def part_length_seconds(published_seconds: float) -> float:
@@ -85,10 +91,13 @@ class _SegmentAudio:
 class LiveAudio:
     """A job's live audio, turned into parts in episode order; part files are written under `folder`.
 
-    `url_of` gives a written file's URL in the browser; `label_of(segment, start_seconds, number)` a part's label.
+    `url_of` gives a written file's URL in the browser; `label_of(segment, start_seconds, number, made_seconds,
+    complete)` a part's label (`part_label` with the job's plan).
     """
 
-    def __init__(self, folder: Path, url_of: Callable[[Path], str], label_of: Callable[[int, float, int], str]) -> None:
+    def __init__(
+        self, folder: Path, url_of: Callable[[Path], str], label_of: Callable[[int, float, int, float, bool], str]
+    ) -> None:
         self.folder = folder
         self.url_of = url_of
         self.label_of = label_of
@@ -142,30 +151,37 @@ class LiveAudio:
         published_seconds = sum(part.seconds for part in self.parts)
         if waiting < part_length_seconds(published_seconds) * audio.sample_rate:
             return
-        samples = np.frombuffer(bytes(audio.pcm or b""), dtype="<i2")[audio.published :]
-        self._write_part(segment, audio, samples, audio.sample_rate)
+        made = np.frombuffer(bytes(audio.pcm or b""), dtype="<i2")
+        rate = audio.sample_rate
+        self._write_part(segment, audio, made[audio.published :], rate, len(made) / rate, False)
 
     def _publish_rest(self, segment: int, audio: _SegmentAudio) -> None:
         """The rest of a stored segment: the stored file itself when none of it was heard live."""
         assert audio.stored is not None
         info = sf.info(str(audio.stored))
+        length = info.frames / info.samplerate
         if audio.published == 0:
-            self._add_part(segment, 0.0, info.frames / info.samplerate, self.url_of(audio.stored))
+            self._add_part(segment, 0.0, length, self.url_of(audio.stored), length, True)
             return
         if audio.published < info.frames:
             samples, rate = sf.read(str(audio.stored), start=audio.published, dtype="int16")
-            self._write_part(segment, audio, samples, rate)
+            self._write_part(segment, audio, samples, rate, length, True)
 
-    def _write_part(self, segment: int, audio: _SegmentAudio, samples: np.ndarray, rate: int) -> None:
+    def _write_part(
+        self, segment: int, audio: _SegmentAudio, samples: np.ndarray, rate: int, made_seconds: float, complete: bool
+    ) -> None:
         if not self.folder.is_dir():  # released (`LiveFolders`): no page will play it
             return
         path = self.folder / f"live-{segment:04d}-{audio.published:010d}.flac"
         sf.write(str(path), samples, rate, subtype="PCM_16")  # FLAC: half the room of WAV, played as well
-        self._add_part(segment, audio.published / rate, len(samples) / rate, self.url_of(path))
+        start = audio.published / rate
+        self._add_part(segment, start, len(samples) / rate, self.url_of(path), made_seconds, complete)
         audio.published += len(samples)
 
-    def _add_part(self, segment: int, start_seconds: float, seconds: float, url: str) -> None:
-        label = self.label_of(segment, start_seconds, len(self.parts) + 1)
+    def _add_part(
+        self, segment: int, start_seconds: float, seconds: float, url: str, made_seconds: float, complete: bool
+    ) -> None:
+        label = self.label_of(segment, start_seconds, len(self.parts) + 1, made_seconds, complete)
         self.parts.append(LivePart(segment, start_seconds, seconds, url, label))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import html
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from webui.follow import JobSnapshot, ProgressFigures
 from webui.live_audio import LivePart, buffer_text
 from webui.script_preview import ScriptPreview
 from webui.voices import VoiceUse
+from webui.waveform import Waveform
 
 SPEAKER_COLOURS = ("#2563eb", "#db2777", "#059669", "#d97706")
 _PREVIEW_TURNS = 400  # a 90-minute script has ~1,000 turns; the rest are counted, not drawn
@@ -305,7 +307,8 @@ def live_parts_html(parts: Sequence[LivePart], *, final: bool = False) -> str:
     heading = "Heard as it generated" if final else "Listen while it generates"
     return (
         f'<div class="vx-segments"><p class="vx-meta">{heading}: '
-        f'<span class="vx-live-buffer">{_e(buffer_text(tuple(parts)))}</span></p><ol>{items}</ol></div>'
+        f'<span class="vx-live-buffer">{_e(buffer_text(tuple(parts)))}</span>'
+        f' <span class="vx-live-heard" hidden></span></p><ol>{items}</ol></div>'
     )
 
 
@@ -315,8 +318,11 @@ def live_parts_html(parts: Sequence[LivePart], *, final: bool = False) -> str:
 EMPTY_EPISODE_HTML = '<p class="vx-empty">A finished episode plays here. Generate one, or open one from History.</p>'
 
 
-def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_turn: int | None = None) -> str:
-    """The episode's player, its chapters and its transcript; the page's script highlights the turn playing.
+def episode_html(
+    job: JobView, audio_url: str, chapters: dict[str, Any], waveform: Waveform, focus_turn: int | None = None
+) -> str:
+    """The episode's player, its waveform, its chapters and its transcript; the page's script draws the waveform
+    with each turn's span in its speaker's colour and highlights the turn playing.
 
     `focus_turn` (a turn's `index` in chapters.json) marks the turn the player starts from, e.g. one just
     regenerated.
@@ -344,6 +350,9 @@ def episode_html(job: JobView, audio_url: str, chapters: dict[str, Any], focus_t
         f'<p class="vx-job-head">{state_badge(job.state)} <b>{_e(job.title or "Untitled episode")}</b> · '
         f"{clock(job.audio_seconds or 0)}</p>"
         f'<audio class="vx-episode-audio" controls preload="metadata" src="{_e(audio_url)}"></audio>'
+        f'<div class="vx-waveform" data-duration="{waveform.duration:.3f}" '
+        f'data-peaks="{_e(json.dumps(waveform.peaks, separators=(",", ":")))}" '
+        'title="Each turn in its speaker\'s colour: click one to play from there"></div>'
         f"{chapter_list if chapter_items else ''}"
         f'<ol class="vx-transcript" aria-label="Transcript">{cues}</ol></div>'
     )

@@ -274,7 +274,7 @@ def _fetch_inputs(files: FileStore, folder: JobFolder, job: ClaimedJob) -> None:
 def _discard_partial(files: FileStore, partial: PartialFrames) -> None:
     """A segment's partial frames forgotten, here and in the store: it is stored whole, or must start over."""
     partial.discard()
-    files.remove(partial.path)
+    files.remove_file(partial.path)
 
 
 def _marked(script: str, marker: str | None) -> bool:

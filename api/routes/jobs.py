@@ -1,4 +1,4 @@
-"""Job routes: submit, read, list, follow (SSE), download, cancel, delete. The logic is in `api.services.jobs`."""
+"""Job routes: submit, read, list, plan, follow (SSE), download, cancel, delete. The logic is in `api.services`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from api.deps import ApiServices, CurrentKey, ServicesDep, SessionDep
 from api.downloads import stored_file
 from api.errors import NotFound
 from api.params import JobId, Offset, SegmentIndex
-from api.schemas import JobList, JobView
+from api.schemas import JobList, JobPlanView, JobView
 from api.services import jobs
 from api.services.event_stream import job_event_stream, read_job_view
+from api.services.job_plan import job_plan
 from api.services.submissions import read_submission
 from api.services.worker_report import generation_limits
 from core.audio_formats import AUDIO_FORMATS, AudioFormat
@@ -95,6 +96,11 @@ def download_transcript(
 ) -> Response:
     path = jobs.output_file(services, session, caller, job_id, f"episode.{transcript_format}")
     return _stored(services, path, TRANSCRIPT_MEDIA_TYPES[transcript_format], job_id)
+
+
+@router.get("/{job_id}/plan", response_model=JobPlanView, summary="Its segments and the turns each speaks")
+def get_job_plan(job_id: JobId, caller: CurrentKey, services: ServicesDep) -> JobPlanView:
+    return job_plan(services, caller, job_id)
 
 
 @router.get("/{job_id}/chapters.json", summary="Chapter marks and every turn's timing")

@@ -63,7 +63,7 @@ def discard(data: DataFolder, job: Job) -> None:
     folder = data.job(job.id)
     for segment in job.previous_take["segments"]:
         for path in folder.previous_take(segment["index"]):
-            data.files.remove(path)
+            data.files.remove_file(path)
     job.previous_take = None
 
 

@@ -18,9 +18,9 @@ from pydantic import ValidationError
 
 from api.schemas import GenerationParams, JobOptions
 from core.audio_formats import AUDIO_FORMATS, BITRATES
-from pipeline.plan import plan_script
+from core.models import FINAL_STATES
 from pipeline.script import Script
-from webui.api_client import FieldProblem, StudioApiError
+from webui.api_client import FieldProblem, StudioApi, StudioApiError
 from webui.assets import SEGMENT_PLAYER_JS
 from webui.context import StudioContext
 from webui.render import field_error, notice, script_error_html
@@ -50,6 +50,7 @@ class GenerateView:
     progress: gr.HTML
     segments: gr.HTML
     job: gr.State  # id of the job this page follows
+    sent: gr.State  # id of the job this page sent last: a new one is followed (`wire_generate`)
 
 
 def build_generate() -> GenerateView:
@@ -106,45 +107,65 @@ def build_generate() -> GenerateView:
     segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
     return GenerateView(
         title, mode, formats, kbps, queue, priority, cfg_scale, diffusion_steps, seed, settings_problem, submit,
-        cancel, problem, progress, segments, gr.State(None),
+        cancel, problem, progress, segments, gr.State(None), gr.State(None),
     )  # fmt: skip
 
 
 def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
-    """Submit and Cancel; returns the submit event, which follows its job until it ends (a new key stops it)."""
+    """Submit and Cancel; returns the event that follows the page's job until it ends (a new key stops it).
+
+    A page follows one job at a time. Generate may be pressed again while a job is followed: the new job is sent
+    and followed, and the follow of the one before stops by itself (`follow_updates`). A refused job changes
+    nothing of a job in flight, still followed; one that has ended goes from the screen, so a refusal is never
+    shown beside an older job's progress as if it were the new job's. Gradio's `cancels` is not used to stop the
+    follow before: it stops every run of the event in the page, the new job's too when its follow starts first.
+    """
     view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
     rows = cast.rows
     inputs = {
         screens.key, write.script, view.title, view.mode, view.formats, *view.kbps.values(), view.queue, view.priority,
         view.cfg_scale, view.diffusion_steps, view.seed,
-        *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows),
+        *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows), view.job,
     }  # fmt: skip
     outputs = [
         screens.tabs, write.problem, cast.problem, *(row.problem for row in rows), view.settings_problem, view.problem,
-        view.progress, view.segments, view.job, view.cancel, *listen_components(finish),
+        view.progress, view.segments, view.job, view.sent, view.cancel, *listen_components(finish),
+    ]  # fmt: skip
+    follow_outputs = [
+        screens.tabs, view.problem, view.progress, view.segments, view.job, view.cancel, *listen_components(finish),
     ]  # fmt: skip
 
-    async def submit(values: dict[Any, Any], request: gr.Request) -> AsyncIterator[dict[Any, Any]]:
+    async def submit(values: dict[Any, Any]) -> dict[Any, Any]:
+        """Send the job, or show why not; what follows it is the next step (`follow`)."""
         cleared = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
         cleared |= {row.problem: "" for row in rows}
+        api = context.api(values[screens.key])
         submission = _submission(screens, values)
         if isinstance(submission, dict):
-            yield cleared | submission
-            return
+            return cleared | submission | await _after_refusal(view, api, values[view.job])
         script_text, script, options, uploads = submission
-        api = context.api(values[screens.key])
         try:
             job = await api.submit_job(script_text, options, uploads)
         except StudioApiError as error:
-            yield cleared | _problems_shown(screens, error, script_text, script)
-            return
-        yield cleared | {view.job: job.id, view.segments: ""}
-        plan = plan_script(script, options.mode)  # the api's plan, to label what is heard while it generates
-        key = values[screens.key]
-        async for update in follow_updates(screens, context, key, job.id, page=request.session_hash, plan=plan):
-            yield update
+            return (
+                cleared
+                | _problems_shown(screens, error, script_text, script)
+                | await _after_refusal(view, api, values[view.job])
+            )
+        return cleared | {view.job: job.id, view.sent: job.id, view.segments: ""}
 
-    following = view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden")
+    async def follow(key: str | None, job_id: str | None, request: gr.Request) -> AsyncIterator[dict[Any, Any]]:
+        """Follow the job just sent."""
+        if job_id:
+            async for update in follow_updates(screens, context, key, job_id, page=request.session_hash):
+                yield update
+
+    # "once": a second press while a job is being sent is dropped, not sent twice
+    view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="once")
+    # "multiple": a job sent while the one before is still followed is followed at once
+    following = view.sent.change(
+        follow, inputs=[screens.key, view.sent], outputs=follow_outputs, show_progress="hidden", trigger_mode="multiple"
+    )
 
     async def cancel(key: str, job_id: str | None) -> str:
         if not job_id:
@@ -157,6 +178,18 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=view.problem)
     return following
+
+
+async def _after_refusal(view: GenerateView, api: StudioApi, previous: str | None) -> dict[Any, Any]:
+    """After a refused submit: nothing changes while the job shown before is in flight (its follow goes on); else
+    its progress and parts go, so that the refusal stands alone."""
+    if previous is not None:
+        try:
+            if (await api.job(previous)).state not in FINAL_STATES:
+                return {}
+        except StudioApiError:
+            pass  # gone (deleted) or unreachable: nothing of it to follow
+    return {view.progress: "", view.segments: "", view.job: None, view.cancel: gr.Button(visible=False)}
 
 
 def _submission(

@@ -6,6 +6,7 @@ regenerated; each ends on the Listen screen showing the finished episode.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from api.schemas import JobView
-from pipeline.plan import Plan
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
 from webui.episodes import fetch_episode, fetch_takes
@@ -27,6 +27,7 @@ from webui.render import (
     notice,
     takes_html,
 )
+from webui.waveform import read_waveform, waveform_source
 
 if TYPE_CHECKING:
     from webui.views.cast import CastView
@@ -97,6 +98,7 @@ async def show_episode(
         takes = await fetch_takes(context.api(key), context.files, job)
     except StudioApiError as error:
         return {finish.problem: field_error(error.message)}
+    waveform = await asyncio.to_thread(read_waveform, waveform_source(episode.audio))  # a long one: ~1 s of CPU
     # A long turn cut into pieces is one turn to regenerate: listed once, by its first piece.
     turns = {int(turn["index"]): turn for turn in reversed(episode.chapters_data.get("turns", []))}
     removed = job.intermediates_removed_at
@@ -114,7 +116,7 @@ async def show_episode(
         finish.takes: takes_html([(pair.segment, url(pair.previous), url(pair.new)) for pair in takes]),
         finish.keep_new: gr.Button(visible=bool(takes)),
         finish.keep_previous: gr.Button(visible=bool(takes)),
-        finish.episode: episode_html(job, url(episode.playable), episode.chapters_data, focus_turn),
+        finish.episode: episode_html(job, url(episode.playable), episode.chapters_data, waveform, focus_turn),
         finish.downloads: [str(path) for path in episode.all],
         finish.turn: gr.update(
             choices=[(f"{n + 1} · {turn['speaker']}: {turn['text'][:60]}", n) for n, turn in sorted(turns.items())],
@@ -131,19 +133,21 @@ async def follow_updates(
     *,
     page: str | None = None,
     regenerating_turn: int | None = None,
-    plan: Plan | None = None,
 ) -> AsyncIterator[dict[Any, Any]]:
-    """Progress (with the audio made so far to listen to, labelled from `plan` when the page has the job's script)
-    on Generate, or, for a regenerated turn, on Listen; then the Listen screen showing the episode.
+    """Progress (with the audio made so far to listen to, each part labelled with who speaks and what) on
+    Generate, or, for a regenerated turn, on Listen; then the Listen screen showing the episode.
 
-    `page` (the Gradio session) owns the live parts' folder: the one of a job it followed before goes now.
+    `page` (the Gradio session) owns the live parts' folder: the one of a job it followed before goes now, and
+    that follow, on Generate or on History's behalf, stops at its next event, so a page shows one job's progress.
     """
     generate, finish = screens.generate, screens.finish
     regenerating = regenerating_turn is not None
     folders = context.live_folders
     live_folder = None if regenerating or page is None else folders.claim(page, context.files.job_folder(job_id))
     try:
-        async for snapshot in follow_job(context.api(key), context.files, job_id, live_folder=live_folder, plan=plan):
+        async for snapshot in follow_job(context.api(key), context.files, job_id, live_folder=live_folder):
+            if live_folder is not None and not live_folder.is_dir():  # the page follows another job, or closed
+                return
             if regenerating:
                 yield {finish.status: job_progress_html(snapshot)}
             else:
