@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.file_store import FileStore
 from core.storage import JobFolder, atomic_write
 
 
@@ -22,6 +23,14 @@ def script_path(folder: JobFolder, revision: int) -> Path:
 def read_script(folder: JobFolder, revision: int) -> str:
     """The script text a job at `revision` generates (UTF-8)."""
     return script_path(folder, revision).read_text(encoding="utf-8")
+
+
+def read_stored_script(files: FileStore, folder: JobFolder, revision: int) -> str | None:
+    """The script text of `revision` as the store keeps it, read without a local copy left behind (a worker on
+    this host may be generating the job in the same folder); None when it exists nowhere."""
+    path = script_path(folder, revision)
+    size = files.size(path)
+    return None if size is None else b"".join(files.read_range(path, 0, size - 1)).decode("utf-8")
 
 
 def write_script(folder: JobFolder, revision: int, text: str) -> Path:

@@ -132,7 +132,9 @@ def test_a_job_goes_from_the_api_host_to_a_worker_host_and_back_through_the_buck
     assert mp3.content == stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.mp3")
     vtt = client.get(f"/v1/jobs/{job_id}/transcript.vtt")
     assert vtt.status_code == 200 and vtt.text.startswith("WEBVTT")
-    assert client.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    timed = client.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    plan = client.get(f"/v1/jobs/{job_id}/plan").json()  # read from the bucket, no copy left on the api host
+    assert [turn["index"] for segment in plan["segments"] for turn in segment["turns"]] == [t["index"] for t in timed]
     segment = client.get(f"/v1/jobs/{job_id}/segments/0/audio")
     assert segment.status_code == 200 and segment.content == stored(
         s3_server, bucket, f"jobs/{job_id}/segments/0000.flac"

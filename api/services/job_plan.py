@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import cast
 
 from api.deps import ApiServices, Caller
+from api.errors import NotFound
 from api.schemas import JobPlanView, PlanSegmentView, PlanTurnView
 from api.services.jobs import owned_job
-from core.job_scripts import read_script, script_path
+from core.job_scripts import read_stored_script
 from pipeline.plan import Mode, Plan, Segment, plan_script
 from pipeline.script import parse_script
 
@@ -22,10 +23,9 @@ def job_plan(services: ApiServices, caller: Caller, job_id: str) -> JobPlanView:
     with services.database.reading() as session:
         job = owned_job(session, caller, job_id)
         revision, mode, max_segment_seconds = job.revision, job.mode, job.generation["max_segment_seconds"]
-    folder, files = services.data.job(job_id), services.data.files
-    files.fetch(script_path(folder, revision))
-    text = read_script(folder, revision)
-    files.drop_local(folder.root)
+    text = read_stored_script(services.data.files, services.data.job(job_id), revision)
+    if text is None:  # deleted since its row was read
+        raise NotFound(f"no job {job_id}")
     plan = plan_script(parse_script(text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
     return plan_view(plan, revision)
 
