@@ -179,11 +179,13 @@ watch('value', () => {
 # buffer, how far the listener is and how much is ready ahead of that, kept as new parts arrive.
 SEGMENT_PLAYER_JS = """
 let waitingAfter = null;
-let heardAt = null;  // [part index, seconds into it] of the last position played
+let heardAt = null;  // [part index, seconds into it, the part's source] of the last position played
+const partAt = (index) => element.querySelector(`.vx-segment[data-index="${index}"] audio`);
 const clock = (seconds) => `${Math.floor(seconds / 60)}:${String(Math.floor(seconds % 60)).padStart(2, '0')}`;
 const showHeard = () => {
   const label = element.querySelector('.vx-live-heard');
   if (!label || heardAt === null) return;
+  if (partAt(heardAt[0])?.src !== heardAt[2]) { heardAt = null; label.hidden = true; return; }  // another job's
   const lengths = [...element.querySelectorAll('.vx-segment')].map((item) => Number(item.dataset.seconds));
   const heard = lengths.slice(0, heardAt[0]).reduce((sum, seconds) => sum + seconds, 0) + heardAt[1];
   const total = lengths.reduce((sum, seconds) => sum + seconds, 0);
@@ -193,19 +195,22 @@ const showHeard = () => {
 element.addEventListener('timeupdate', (event) => {
   const item = event.target.closest('.vx-segment');
   if (!item) return;
-  heardAt = [Number(item.dataset.index), event.target.currentTime];
+  heardAt = [Number(item.dataset.index), event.target.currentTime, event.target.src];
   showHeard();
 }, true);
-const playAfter = (index) => {
-  const next = element.querySelector(`.vx-segment[data-index="${index + 1}"] audio`);
-  if (next) { waitingAfter = null; next.play().catch(() => {}); } else { waitingAfter = index; }
+const playAfter = (index, src) => {
+  const next = partAt(index + 1);
+  if (next) { waitingAfter = null; next.play().catch(() => {}); } else { waitingAfter = [index, src]; }
 };
 element.addEventListener('ended', (event) => {
   const item = event.target.closest('.vx-segment');
-  if (item) playAfter(Number(item.dataset.index));
+  if (item) playAfter(Number(item.dataset.index), event.target.src);
 }, true);
 watch('value', () => {
-  if (waitingAfter !== null) playAfter(waitingAfter);
+  if (waitingAfter !== null) {  // not when the parts are another job's now
+    const [index, src] = waitingAfter;
+    if (partAt(index)?.src === src) playAfter(index, src); else waitingAfter = null;
+  }
   showHeard();
 });
 """
