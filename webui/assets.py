@@ -71,7 +71,8 @@ STUDIO_CSS = """
   background: none; border: none; cursor: pointer; padding: 0 .5em 0 0; }
 .vx-seek:hover { text-decoration: underline; }
 .vx-chapters ol { padding-left: 1.2em; }
-.vx-waveform { margin: 0 0 .6em; min-height: 64px; cursor: pointer; }
+/* its own stacking context: wavesurfer's layers (z-index 2 to 5) pass under the sticky player, not over it */
+.vx-waveform { margin: 0 0 .6em; min-height: 64px; cursor: pointer; position: relative; z-index: 0; }
 .vx-waveform ::part(region) { background-color: var(--vx-span); border: 0; border-radius: 0;
   border-left: 2px solid var(--background-fill-primary, #fff); height: 100% !important; }
 .vx-waveform ::part(region)::after { content: none; }
