@@ -682,11 +682,11 @@ def test_write_cast_generate_listen_and_download(
     heard_from = page.locator("#episode audio.vx-episode-audio").evaluate("a => a.currentTime")
     span_start, span_end = (float(cues.nth(2).get_attribute(f"data-{edge}")) for edge in ("start", "end"))
     assert span_start <= heard_from < (span_start + span_end) / 2, (heard_from, span_start, span_end)
+    screenshot(page, "listen")
     # Scrolled until the waveform passes under the sticky player, the player stays on top of it.
     page.evaluate("window.scrollTo(0, document.querySelector('#episode .vx-waveform').getBoundingClientRect().top"
                   " + window.scrollY - 5)")  # fmt: skip
     assert page.evaluate(PLAYER_ON_TOP_JS)
-    screenshot(page, "listen")
 
     job = stack.client(key).get("/v1/jobs").json()["jobs"][0]
     assert job["title"] == "Pilot" and job["state"] == "done" and job["mode"] == "turns"
