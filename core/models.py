@@ -129,8 +129,8 @@ class Job(Base):
     # Attempts that ended with their worker dead (a crash, a kill); at `max_worker_deaths` the job fails.
     worker_deaths: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
-    # Held by its worker but waiting for the worker's quarantine (a suspect waits for the others, the others for
-    # a suspect): a death of that worker now is not counted against it.
+    # Held by its worker but not yet running: claimed, and waiting for the worker to let it start (its quarantine:
+    # a suspect waits for the others, the others for a suspect). A death of that worker now is not counted against it.
     waiting: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # 0 for the job as submitted; +1 for every regenerated turn. Its script is that of the newest revision.
     revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -78,15 +78,15 @@ def test_two_suspects_run_one_after_the_other() -> None:
         thread.join(WAIT)
 
 
-def test_a_job_that_must_wait_says_so_before_it_waits_and_again_when_it_runs() -> None:
-    """What the worker records in the database, so that a death while a job waits is not counted against it."""
+def test_a_job_says_when_it_starts_and_one_that_must_wait_only_once_it_runs() -> None:
+    """What the worker records in the database: a job claimed runs from `started` on, so that a death while it
+    waits (a suspect waiting for the others) is not counted against it."""
     quarantine, log = Quarantine(), []
     first, suspect = threading.Event(), threading.Event()
-    notes: dict[str, list[bool]] = {"first": [], "suspect": []}
 
     def job(name: str, is_suspect: bool, release: threading.Event) -> threading.Thread:
         def run() -> None:
-            with quarantine.run(is_suspect, notes[name].append):
+            with quarantine.run(is_suspect, lambda: log.append(f"{name} started")):
                 log.append(f"{name} runs")
                 release.wait(WAIT)
 
@@ -98,10 +98,10 @@ def test_a_job_that_must_wait_says_so_before_it_waits_and_again_when_it_runs() -
     settle()
     threads.append(job("suspect", True, suspect))
     settle()
-    assert notes == {"first": [], "suspect": [True]}  # the first had no one to wait for
+    assert log == ["first started", "first runs"]  # the suspect waits: not started
     first.set()
     settle()
-    assert notes["suspect"] == [True, False] and log == ["first runs", "suspect runs"]
+    assert log[2:] == ["suspect started", "suspect runs"]
     suspect.set()
     for thread in threads:
         thread.join(WAIT)

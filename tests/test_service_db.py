@@ -121,6 +121,7 @@ def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> Non
     job_id = add_job(database)
     first = job_records.claim_job(database, job_id, "dead-worker", stale_after=60)
     assert first is not None
+    job_records.mark_started(database, first)
     records = job_records.prepare_segments(database, first, PLANNED, 22)
     assert [record.index for record in records] == [0, 1] and not any(record.done for record in records)
     assert job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2) == []  # it is alive
@@ -145,6 +146,7 @@ def test_a_job_whose_workers_keep_dying_is_failed_by_the_guard(database: Databas
     for death in (1, 2):
         held = job_records.claim_job(database, job_id, f"host:{100 + death}:1", stale_after=60)
         assert held is not None
+        job_records.mark_started(database, held)
         assert job_records.release_abandoned_jobs(database, dead_process="host:999", max_worker_deaths=2) == []
         released = job_records.release_abandoned_jobs(database, dead_process=f"host:{100 + death}", max_worker_deaths=2)
         assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, death, death == 2)]
@@ -156,14 +158,14 @@ def test_a_job_whose_workers_keep_dying_is_failed_by_the_guard(database: Databas
     assert job_records.claim_job(database, job_id, "host:103:1", stale_after=0) is None  # never run again
 
 
-def test_a_job_waiting_for_its_workers_quarantine_is_not_charged_with_its_death(database: Database) -> None:
-    """Claimed, but waiting for a suspect beside it to finish: when the worker dies, it goes back to the queue with
-    no death counted; the one that was running is charged."""
+def test_a_job_claimed_but_not_yet_started_is_not_charged_with_its_workers_death(database: Database) -> None:
+    """Claimed, but not let run yet (waiting for a suspect beside it to finish, or the worker died first): when the
+    worker dies, it goes back to the queue with no death counted; the one that was running is charged."""
     waiting_id, running_id = add_job(database), add_job(database)
     waiting = job_records.claim_job(database, waiting_id, "host:7:1", stale_after=60)
     running = job_records.claim_job(database, running_id, "host:7:2", stale_after=60)
     assert waiting is not None and running is not None
-    job_records.set_waiting(database, waiting, True)
+    job_records.mark_started(database, running)
     released = job_records.release_abandoned_jobs(database, dead_process="host:7", max_worker_deaths=1)
     assert sorted((job.id, job.worker_deaths, job.failed) for job in released) == sorted(
         [(waiting_id, 0, False), (running_id, 1, True)]

@@ -154,7 +154,7 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
     suspect = job.worker_deaths > 0
     if suspect:
         logger.warning("job was running when a worker died; it runs alone", extra={"job_id": job.id})
-    waiting = functools.partial(job_records.set_waiting, services.database, job)
+    started = functools.partial(job_records.mark_started, services.database, job)
     with (
         Heartbeat(
             f"heartbeat-{job.id}",
@@ -163,7 +163,7 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             {"job_id": job.id},
         ) as heartbeat,
         services.cancels.watching(job.id) as cancelled,
-        services.quarantine.run(suspect, waiting),
+        services.quarantine.run(suspect, started),
     ):
         try:
             audio_seconds = _run(services, job, _Stops(heartbeat.lost, cancelled), claimed_at)

@@ -93,7 +93,7 @@ def claim_job(
             .values(
                 state=JobState.RUNNING,
                 worker=holder,
-                waiting=False,
+                waiting=True,  # until its worker lets it run (`mark_started`): a death before that is not its own
                 heartbeat_at=now,
                 attempts=Job.attempts + 1,
                 error=None,
@@ -139,10 +139,11 @@ def beat(database: Database, job: ClaimedJob) -> bool:
 
 
 @retry_on_disconnect
-def set_waiting(database: Database, job: ClaimedJob, waiting: bool) -> None:
-    """Say whether the held job waits for its worker's quarantine (then its worker's death is not counted)."""
+def mark_started(database: Database, job: ClaimedJob) -> None:
+    """The held job runs now, beside the worker's others or alone (`Quarantine`): from here a death of its worker
+    is counted against it. Claimed, it was waiting, and a death then was not its own."""
     with database.session() as session:
-        session.execute(update(Job).where(Job.id == job.id, Job.worker == job.holder).values(waiting=waiting))
+        session.execute(update(Job).where(Job.id == job.id, Job.worker == job.holder).values(waiting=False))
 
 
 @retry_on_disconnect
@@ -328,8 +329,8 @@ def release_abandoned_jobs(
     or when it is `dead_process` ("<host>:<pid>", a process its supervisor saw end). A job below
     `max_worker_deaths` is queued again (its stored segments are kept); one that reaches it is failed with
     `worker_deaths_error`, so a job that crashes every worker it meets cannot take the service down forever.
-    A job that was only waiting for its worker's quarantine (`waiting`) had no part in the death: it is queued
-    again without one.
+    A job that was claimed but not yet running (`waiting`: its worker had not let it start, as `Quarantine` holds a
+    job while a suspect runs alone) had no part in the death: it is queued again without one.
     """
     now = now or utc_now()
     gone = Job.state == JobState.RUNNING

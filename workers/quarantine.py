@@ -30,12 +30,11 @@ class Quarantine:
         self._suspects_waiting = 0
 
     @contextlib.contextmanager
-    def run(self, suspect: bool, waiting: Callable[[bool], None] | None = None) -> Iterator[None]:
+    def run(self, suspect: bool, started: Callable[[], None] | None = None) -> Iterator[None]:
         """Hold the worker for one job: alone when `suspect`, else beside the other ordinary jobs.
 
-        When the job has to wait for its turn, `waiting(True)` is called before it waits and `waiting(False)`
-        once it may run (outside the lock: it records the wait in the database, so that a worker death meanwhile
-        is not counted against the job).
+        `started()` is called once the job may run, outside the lock: it records in the database that the job runs
+        from now on, so that a worker death while it waited (from its claim on) is not counted against it.
         """
 
         def may_run() -> bool:
@@ -45,19 +44,15 @@ class Quarantine:
 
         with self._changed:
             self._suspects_waiting += suspect
-            must_wait = not may_run()
-        if must_wait and waiting is not None:
-            waiting(True)
-        with self._changed:
             self._changed.wait_for(may_run)
             if suspect:
                 self._suspects_waiting -= 1
                 self._alone = True
             else:
                 self._sharing += 1
-        if must_wait and waiting is not None:
-            waiting(False)
         try:
+            if started is not None:
+                started()
             yield
         finally:
             with self._changed:
