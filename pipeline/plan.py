@@ -20,10 +20,10 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from pipeline.prompt import SegmentText
-from pipeline.script import Pause, Script, ScriptError, Speaker, Turn
+from pipeline.script import Pause, Script, ScriptError, Speaker, Turn, parse_script
 from pipeline.speech_text import normalize_for_speech
 from tokenizer.rates import FRAMES_PER_SECOND
 
@@ -158,6 +158,13 @@ def plan_script(
             "of audio per episode"
         )
     return plan
+
+
+def plan_job(script_text: str, mode: str, max_segment_seconds: float) -> Plan:
+    """A stored job's plan, from its script text and the mode and segment length it was submitted with: the plan its
+    workers generate and the api describes (`GET /v1/jobs/{id}/plan`). Raises `ScriptError` (with the line) for a
+    script the api should have refused."""
+    return plan_script(parse_script(script_text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
 
 
 def _whole_groups(script: Script, turns: list[PlannedTurn]) -> list[list[PlannedTurn] | Silence]:

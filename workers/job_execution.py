@@ -47,7 +47,7 @@ from core.storage import (
     read_segment_audio,
     write_segment_audio,
 )
-from pipeline.plan import Plan, Segment
+from pipeline.plan import Plan, Segment, plan_job
 from pipeline.podcast import PlacedSegment
 from pipeline.timeline import TimedTurn
 from tokenizer.rates import SAMPLE_RATE
@@ -66,7 +66,6 @@ from workers.job_runner import (
     SegmentFrame,
     engine_failure,
     lay_out_episode,
-    plan_job,
     segment_seed,
     shared_model,
     start_plan_generation,

@@ -14,7 +14,6 @@ import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import torch
@@ -25,7 +24,7 @@ from pipeline.engine.requests import FINAL_EVENTS
 from pipeline.engine.step_records import RowOutcome, StepInput
 from pipeline.generation import GenerationSettings, chars_per_token, submit_segment
 from pipeline.model_loading import load_model
-from pipeline.plan import Mode, Plan, Segment, plan_script
+from pipeline.plan import Plan, Segment
 from pipeline.plan import segment_seed as segment_seed  # the seed rule of a job's segment rows
 from pipeline.podcast import (
     EmptySegmentError,
@@ -35,7 +34,6 @@ from pipeline.podcast import (
     segment_request,
     segment_turn_timings,
 )
-from pipeline.script import parse_script
 from pipeline.timeline import TimedTurn
 from tokenizer.rates import SAMPLE_RATE
 
@@ -111,11 +109,6 @@ def worker_engine(model: GenerationModel) -> WorkerEngine:
 @functools.cache
 def _chars_per_token(model: GenerationModel) -> float:
     return chars_per_token(model.loaded)
-
-
-def plan_job(script_text: str, mode: str, max_segment_seconds: float) -> Plan:
-    """The job's plan; raises `ScriptError` (with the line) for a script the api should have refused."""
-    return plan_script(parse_script(script_text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
 
 
 def engine_failure(model: GenerationModel) -> str | None:

@@ -7,15 +7,12 @@ from any page or opened later from History, and with the server's own segment le
 
 from __future__ import annotations
 
-from typing import cast
-
 from api.deps import ApiServices, Caller
 from api.errors import NotFound
 from api.schemas import JobPlanView, PlanSegmentView, PlanTurnView
 from api.services.jobs import owned_job
 from core.job_scripts import read_stored_script
-from pipeline.plan import Mode, Plan, Segment, plan_script
-from pipeline.script import parse_script
+from pipeline.plan import Plan, Segment, plan_job
 
 
 def job_plan(services: ApiServices, caller: Caller, job_id: str) -> JobPlanView:
@@ -26,8 +23,7 @@ def job_plan(services: ApiServices, caller: Caller, job_id: str) -> JobPlanView:
     text = read_stored_script(services.data.files, services.data.job(job_id), revision)
     if text is None:  # deleted since its row was read
         raise NotFound(f"no job {job_id}")
-    plan = plan_script(parse_script(text), cast(Mode, mode), max_segment_seconds=max_segment_seconds)
-    return plan_view(plan, revision)
+    return plan_view(plan_job(text, mode, max_segment_seconds), revision)
 
 
 def plan_view(plan: Plan, revision: int) -> JobPlanView:
