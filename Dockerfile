@@ -6,7 +6,9 @@ COPY assembly ./assembly
 COPY cli ./cli
 COPY core ./core
 COPY diffusion ./diffusion
+COPY models ./models
 COPY pipeline ./pipeline
+COPY script_text ./script_text
 COPY tokenizer ./tokenizer
 COPY webui ./webui
 COPY workers ./workers

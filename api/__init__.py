@@ -1,1 +1,1 @@
-"""The FastAPI service (jobs, voices, admin, SSE). Empty until the podcast service lands; see docs/architecture.md."""
+"""The FastAPI service: thin routes (`api.routes`) over the logic behind them (`api.services`); never the model."""

@@ -18,8 +18,22 @@ from fastapi import FastAPI
 from api.body_limits import BodyLimitMiddleware
 from api.deps import ApiServices
 from api.errors import ERROR_RESPONSES, install_error_handlers
+from api.feed_cors import FeedCorsMiddleware
 from api.rate_limit import RateLimiter
-from api.routes import admin, admin_workers, health, jobs, metrics, regeneration, scripts, speech, usage, voices
+from api.routes import (
+    admin,
+    admin_workers,
+    feeds,
+    health,
+    jobs,
+    metrics,
+    regeneration,
+    scripts,
+    shows,
+    speech,
+    usage,
+    voices,
+)
 from core.db import Database, database_url, upgrade_database
 from core.logging import configure_logging
 from core.settings import Settings
@@ -63,12 +77,15 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimitMiddleware, settings=settings)
+    app.add_middleware(FeedCorsMiddleware)  # the feed routes only: any origin may read a feed and its files
     install_error_handlers(app)
     routers = (jobs.router, regeneration.router, scripts.router, speech.router, voices.router, usage.router)
+    routers += (shows.router,)
     routers += (admin.router, admin_workers.router, metrics.router)
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
     app.include_router(health.router)
+    app.include_router(feeds.router, responses={404: ERROR_RESPONSES[404]})  # a token, no key
 
     return app
 

@@ -12,7 +12,8 @@ limit's worth of what is still coming is read and dropped before answering (as n
 does); a body larger than twice the limit, or one a client holds back waiting for `100 Continue`, is
 answered at once.
 
-Limits: a voice upload, `max_upload_bytes` plus room for the form around it; a job submission, its script
+Limits: a voice upload, `max_upload_bytes` plus room for the form around it; a show's artwork, 8 MiB and its form;
+a job submission, its script
 and up to four voice files; a script job, its notes or transcript (as long as a script may be); every other
 `/v1` route, 1 MiB of JSON; anything else (the studio, when `voxcast serve` mounts it), as much as a job
 submission.
@@ -26,8 +27,10 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.services.artwork import MAX_ARTWORK_BYTES
+from core.byte_sizes import byte_size
 from core.settings import Settings
-from pipeline.script import MAX_SPEAKERS
+from script_text.parser import MAX_SPEAKERS
 
 MAX_VOICE_FILES_PER_JOB = MAX_SPEAKERS  # one voice per speaker at most
 # A multipart envelope: boundaries, part headers, the form's short text fields.
@@ -69,17 +72,13 @@ def body_limit(settings: Settings, method: str, path: str) -> BodyLimit:
             SCRIPT_BYTES_PER_CHAR * settings.max_script_chars + FORM_OVERHEAD_BYTES,
             "a script job carries notes or a transcript of at most VOXCAST_MAX_SCRIPT_CHARS characters",
         )
+    if method == "PUT" and path.startswith("/v1/shows/") and path.rstrip("/").endswith("/artwork"):
+        return BodyLimit(
+            MAX_ARTWORK_BYTES + FORM_OVERHEAD_BYTES, f"a show's artwork may be at most {byte_size(MAX_ARTWORK_BYTES)}"
+        )
     if path.startswith("/v1/"):
         return BodyLimit(SMALL_BODY_BYTES, "it takes a small JSON body")
     return BodyLimit(job, "as much as a job submission")
-
-
-def byte_size(count: int) -> str:
-    """A size as people read it: '2 MiB', '64 KiB', '1.5 MiB', '900 bytes'."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= size:
-            return f"{count / size:.4g} {unit}"
-    return f"{count} bytes"
 
 
 class _BodyOverLimit(Exception):

@@ -54,6 +54,14 @@ def get_services(request: Request) -> ApiServices:
 ServicesDep = Annotated[ApiServices, Depends(get_services)]
 
 
+def get_base_url(services: ServicesDep, request: Request) -> str:
+    """The address clients reach the api at, for absolute URLs (a feed's): `VOXCAST_PUBLIC_URL`, else this request's."""
+    return (services.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+BaseUrl = Annotated[str, Depends(get_base_url)]
+
+
 def get_session(services: ServicesDep) -> Iterator[Session]:
     with services.database.session() as session:
         yield session

@@ -10,14 +10,23 @@ when others remain (206 for the rest); only a set that is all past the end stays
 
 A file kept in an S3 bucket (`core.file_store.S3Files`) is served by `StoreRangeResponse` with the same cleaned
 header, streamed from the bucket; `stored_file` picks the response for wherever the file is kept.
+
+A podcast feed and its files are served by `ValidatedResponse`, with HTTP validators and conditional requests as
+podcast apps use them, whatever the store: a body built in the api (a feed, an ID3 tag) followed by a stored file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 
+from starlette.datastructures import Headers
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -130,3 +139,126 @@ def stored_file(files: FileStore, path: Path, media_type: str, filename: str | N
     if size is None:
         raise FileNotFoundError(path)
     return StoreRangeResponse(files, path, size, media_type, filename)
+
+
+@dataclass(frozen=True)
+class Validators:
+    """A response's HTTP validators (RFC 9110, section 8.8): a strong `ETag` and `Last-Modified`, and the conditional
+    requests they answer: `If-None-Match`/`If-Modified-Since` (a `304`), `If-Range` (a range only while it holds).
+
+    `last_modified` is kept to the microsecond, as the store or the database has it, while an HTTP date has whole
+    seconds. A date a client sends is compared with the exact time, so a change later in the same second as a copy
+    the client holds is never taken for that copy: `If-Modified-Since: 09:30:15` is a `304` only for a body last
+    changed at 09:30:15.000 or earlier. The date sent is the change's second rounded up (the first date that
+    covers the change), but never later than the answer itself (RFC 9110, 8.8.2.1): within that second it is the
+    answer's time, which a later request compares as earlier than the change, so that copy is sent again once."""
+
+    etag: str  # quoted: '"…"'
+    last_modified: datetime  # aware, exact
+
+    @classmethod
+    def of(cls, content_version: bytes, last_modified: datetime) -> Validators:
+        """Validators for a body that `content_version` identifies (the body itself, or what it is made of)."""
+        return cls(f'"{hashlib.sha256(content_version).hexdigest()[:32]}"', last_modified)
+
+    def headers(self, now: datetime | None = None) -> dict[str, str]:
+        """The `ETag` and `Last-Modified` of an answer sent at `now` (default: the clock)."""
+        sent = min(_whole_second_up(self.last_modified), (now or datetime.now(UTC)).replace(microsecond=0))
+        return {"etag": self.etag, "last-modified": formatdate(sent.timestamp(), usegmt=True)}
+
+    def not_modified(self, request: Headers) -> bool:
+        """Whether a GET or HEAD with these headers is answered `304` (RFC 9110, 13.2.2: `If-None-Match` first; only
+        without it does `If-Modified-Since` count)."""
+        if_none_match = request.get("if-none-match")
+        if if_none_match is not None:
+            tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+            return "*" in tags or self.etag in tags
+        since = _http_date(request.get("if-modified-since"))
+        return since is not None and self.last_modified <= since
+
+    def range_applies(self, request: Headers) -> bool:
+        """Whether a `Range` is served: without `If-Range`, or with one naming this version (its ETag, or a date no
+        earlier than Last-Modified); otherwise the whole body is sent (RFC 9110, 13.1.5)."""
+        if_range = request.get("if-range")
+        if if_range is None:
+            return True
+        if if_range.strip().startswith(('"', "W/")):
+            return if_range.strip() == self.etag
+        since = _http_date(if_range)
+        return since is not None and self.last_modified <= since
+
+
+def _whole_second_up(moment: datetime) -> datetime:
+    """`moment` rounded up to a whole second: the earliest HTTP date not before it."""
+    whole = moment.replace(microsecond=0)
+    return whole if whole == moment else whole + timedelta(seconds=1)
+
+
+def _http_date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class StoredTail:
+    """A stored file from byte `skip` on (`skip` leaves out what a prefix replaces, such as an older ID3 tag)."""
+
+    files: FileStore
+    path: Path
+    size: int  # the whole file's
+    skip: int = 0
+
+    @property
+    def length(self) -> int:
+        return self.size - self.skip
+
+    def read(self, first: int, last: int) -> Iterator[bytes]:
+        """Bytes `first` to `last` (inclusive) of the tail."""
+        return self.files.read_range(self.path, self.skip + first, self.skip + last)
+
+
+class ValidatedResponse(Response):
+    """A body made of `head` (bytes built for this response: a feed, an ID3 tag) and then, optionally, a stored file's
+    tail, served as podcast apps expect of an enclosure and a feed, from this machine's folder or an object store:
+    `ETag` and `Last-Modified` on every answer, `304` to a conditional GET or HEAD that still holds, `HEAD` without
+    a body, and one `Range` (`206`; `416` when all of it lies past the end; several ranges, which a server may
+    ignore, the whole body) as `usable_range` cleans it."""
+
+    def __init__(self, head: bytes, tail: StoredTail | None, media_type: str, validators: Validators) -> None:
+        super().__init__(media_type=media_type)
+        self.head, self.tail, self.validators = head, tail, validators
+        self.size = len(head) + (tail.length if tail is not None else 0)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Headers(scope=scope)
+        headers = {"accept-ranges": "bytes", **self.validators.headers()}
+        if self.validators.not_modified(request):
+            await Response(status_code=304, headers=headers)(scope, receive, send)
+            return
+        header = request.get("range") if self.validators.range_applies(request) else None
+        usable = None if header is None else usable_range(header, self.size)
+        spans = [] if usable is None else _spans(usable, self.size)
+        if usable is not None and not spans:
+            headers["content-range"] = f"bytes */{self.size}"
+            await Response(status_code=416, headers=headers)(scope, receive, send)
+            return
+        status, (first, last) = (206, spans[0]) if len(spans) == 1 else (200, (0, self.size - 1))
+        if status == 206:
+            headers["content-range"] = f"bytes {first}-{last}/{self.size}"
+        headers["content-length"] = str(last - first + 1 if self.size else 0)
+        body = iter(()) if scope["method"] == "HEAD" or not self.size else self._body(first, last)
+        response = StreamingResponse(body, status_code=status, media_type=self.media_type, headers=headers)
+        await response(scope, receive, send)
+
+    def _body(self, first: int, last: int) -> Iterator[bytes]:
+        """Bytes `first` to `last` (inclusive) of head + tail."""
+        head = len(self.head)
+        if first < head:
+            yield self.head[first : min(last + 1, head)]
+        if self.tail is not None and last >= head:
+            yield from self.tail.read(max(first, head) - head, last - head)

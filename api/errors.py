@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from api.params import ID_PATTERN
+from api.params import ARTWORK_VERSION_PATTERN, FEED_TOKEN_PATTERN, ID_PATTERN
 from api.schemas import PRINTABLE_TEXT, ErrorMessage, ValidationErrors
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,8 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 # What a pattern means, for the 422 of a value that does not match it (pydantic would quote the regex).
 _PATTERN_RULES = {
     ID_PATTERN: "an id is 32 lowercase hex digits",
+    FEED_TOKEN_PATTERN: "a feed token is the 43 URL-safe characters of the show's feed_url",
+    ARTWORK_VERSION_PATTERN: "an artwork version is the 16 hex digits of the show's artwork URL",
     PRINTABLE_TEXT: "only printable text is allowed: no control characters (NUL, line breaks, escape codes)",
 }
 

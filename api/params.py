@@ -13,6 +13,8 @@ from typing import Annotated
 from fastapi import Path, Query
 
 ID_PATTERN = r"^[0-9a-f]{32}$"
+FEED_TOKEN_PATTERN = r"^[A-Za-z0-9_-]{43}$"  # secrets.token_urlsafe(32), as api.services.shows makes it
+ARTWORK_VERSION_PATTERN = r"^[0-9a-f]{16}$"  # the artwork URL's version, as api.services.feed_files names it
 MAX_DATABASE_INT = 2**31 - 1
 
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="a job id: 32 lowercase hex digits")]

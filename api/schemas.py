@@ -7,20 +7,26 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.params import ID_PATTERN, MAX_DATABASE_INT
+from api.podcast_categories import split_category
 from core.audio_formats import BITRATES, AudioFormat, BitrateFormat
 from core.job_events import AudioEvent, ProgressEvent, SegmentEvent
-from core.models import JobState
+from core.job_states import JobState, QueueKind
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState
-from pipeline.plan import SEEDS
-from workers.celery_app import QueueKind
+from script_text.plan import SEEDS, Mode
 
-JobMode = Literal["whole", "turns"]
 SpeechFormat = Literal["mp3", "opus", "flac", "wav", "pcm"]
 MAX_SEED = SEEDS - 1
 # Names, titles and keys are printable text: control characters (NUL among them, which PostgreSQL refuses to
 # store) have no place in them.
 PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"
 ShortText = Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE_TEXT)]
+TitleText = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE_TEXT)]
+# Show notes: line breaks are welcome. Apple Podcasts reads at most 4,000 characters of a description.
+DescriptionText = Annotated[str, Field(min_length=1, max_length=4000)]
+LanguageTag = Annotated[
+    str, Field(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$", description="a BCP 47 language tag: 'en', 'en-GB', 'de'")
+]
 MAX_SPEECH_INPUT_CHARS = 4096  # OpenAI's limit; about five minutes of speech, one generation
 
 
@@ -42,6 +48,16 @@ _BITRATE_CHOICES = "; ".join(
 )
 
 
+class EpisodeOptions(_Body):
+    """A job as an episode of one of the key's shows: listed in the show's feed once it is done (its MP3 is the
+    enclosure, so the job must ask for `mp3`)."""
+
+    show_id: str = Field(pattern=ID_PATTERN, description="one of this key's shows (`POST /v1/shows`)")
+    title: TitleText = Field(description="the episode's title in the feed and its MP3's tags")
+    description: DescriptionText | None = Field(None, description="the episode's notes (up to 4,000 characters)")
+    number: int | None = Field(None, ge=1, le=MAX_DATABASE_INT, description="its number in the show, from 1")
+
+
 class JobOptions(_Body):
     """Everything about a job but its script (the multipart form carries these as one JSON part)."""
 
@@ -49,7 +65,7 @@ class JobOptions(_Body):
         default_factory=dict,
         description="speaker (number, name or key as in the script) -> voice id; inline uploads fill the rest",
     )
-    mode: JobMode = "whole"
+    mode: Mode = "whole"
     formats: list[AudioFormat] = Field(default_factory=lambda: ["wav", "mp3"], min_length=1, max_length=5)
     kbps: dict[BitrateFormat, int] = Field(
         default_factory=dict, description=f"a lossy format's bitrate in kbit/s: {_BITRATE_CHOICES}"
@@ -62,6 +78,9 @@ class JobOptions(_Body):
     )
     priority: int = Field(5, ge=0, le=9, description="0..9; higher runs sooner within its queue")
     title: str | None = Field(None, max_length=200, pattern=PRINTABLE_TEXT)
+    episode: EpisodeOptions | None = Field(
+        None, description="publish it as an episode of one of this key's shows once it is done; needs `mp3`"
+    )
 
     @field_validator("kbps")
     @classmethod
@@ -135,6 +154,10 @@ class ScriptView(BaseModel):
     notes: list[str] = Field(description="things worth a look, such as two names that may be one person")
     error: str | None = Field(description="why it failed, ending with the last rejected reply's reason")
     cancel_requested: bool
+    handbacks: int = Field(
+        description="times its scripts worker gave it back on a planned stop (the service stopped or restarted): it "
+        "was queued again and starts over"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -161,7 +184,8 @@ class JobOutputs(BaseModel):
     audio: dict[str, str]
     srt: str
     vtt: str
-    chapters: str
+    chapters: str = Field(description="chapter marks in the Podcasting 2.0 JSON chapters format")
+    turns: str = Field(description="every turn's timing (`index` is what a regeneration names)")
 
 
 class ScriptWarningView(BaseModel):
@@ -188,10 +212,24 @@ class TakeChoice(_Body):
     )
 
 
+class EpisodeView(BaseModel):
+    """A job as an episode of a show."""
+
+    show_id: str
+    show_title: str
+    title: str
+    description: str | None
+    number: int | None
+    published_at: datetime | None = Field(
+        description="its pubDate: when it was first listed in the feed (null until the job is done)"
+    )
+    guid: str = Field(description="the feed item's guid: the same for the episode whatever changes")
+
+
 class JobView(BaseModel):
     id: str
     state: JobState
-    mode: JobMode
+    mode: Mode
     queue: QueueKind
     priority: int
     title: str | None
@@ -212,6 +250,10 @@ class JobView(BaseModel):
     worker_deaths: int = Field(
         description="attempts that ended with their worker dead; at VOXCAST_MAX_WORKER_DEATHS the job fails"
     )
+    handbacks: int = Field(
+        description="attempts its worker gave back on a planned stop (the service stopped or restarted): the job was "
+        "queued again with what it had stored, and no worker death was counted"
+    )
     outputs: JobOutputs | None
     regenerable: bool = Field(
         description="whether a turn can be regenerated: the job is done and keeps its segments (the retention "
@@ -223,6 +265,7 @@ class JobView(BaseModel):
     previous_take: PreviousTake | None = Field(
         description="after a regeneration, the take it replaced, to compare and keep either; null when none is kept"
     )
+    episode: EpisodeView | None = Field(description="the show it is an episode of, if any")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -255,7 +298,7 @@ class JobPlanView(BaseModel):
     the text, the rule the transcript follows."""
 
     revision: int = Field(description="the script revision this plan is of")
-    mode: JobMode
+    mode: Mode
     segments: list[PlanSegmentView]
 
 
@@ -273,6 +316,74 @@ class UsageView(BaseModel):
 
 class UsageList(BaseModel):
     keys: list[UsageView]
+
+
+class ShowFields(_Body):
+    """What a show's feed says of it, as podcast directories require."""
+
+    title: TitleText
+    description: DescriptionText
+    author: TitleText
+    language: LanguageTag
+    category: str = Field(description="an Apple Podcasts category: 'Technology' or 'Category/Subcategory'")
+    explicit: bool = False
+
+    @field_validator("category")
+    @classmethod
+    def _listed_category(cls, category: str) -> str:
+        split_category(category)
+        return category
+
+
+class ShowChange(_Body):
+    """A show's fields to change; those left out stay as they are."""
+
+    title: TitleText | None = None
+    description: DescriptionText | None = None
+    author: TitleText | None = None
+    language: LanguageTag | None = None
+    category: str | None = None
+    explicit: bool | None = None
+
+    @field_validator("category")
+    @classmethod
+    def _listed_category(cls, category: str | None) -> str | None:
+        return None if category is None else ShowFields._listed_category(category)
+
+
+class ShowEpisodeView(BaseModel):
+    job_id: str
+    title: str
+    number: int | None
+    state: JobState = Field(description="its job's state: the feed lists it once it is done")
+    published_at: datetime | None
+
+
+class ShowView(BaseModel):
+    id: str
+    title: str
+    description: str
+    author: str
+    language: str
+    category: str
+    explicit: bool
+    artwork: str | None = Field(description="the artwork's URL (with the key); null until one is uploaded")
+    feed_url: str = Field(
+        description="the feed podcast apps subscribe to; anyone holding it reads the feed and its files (no key), so "
+        "rotate its token (`POST /v1/shows/{id}/feed-token`) to cut off an old one"
+    )
+    podcast_guid: str = Field(description="the show's Podcasting 2.0 guid: it stays when the feed's URL changes")
+    episodes: list[ShowEpisodeView] = Field(description="its episodes, newest first")
+    created_at: datetime
+    updated_at: datetime
+
+
+class ShowList(BaseModel):
+    shows: list[ShowView]
+
+
+class CategoryList(BaseModel):
+    categories: list[str] = Field(description="'Category' or 'Category/Subcategory', as a show names one")
 
 
 class VoiceView(BaseModel):
@@ -433,6 +544,20 @@ class WorkerView(BaseModel):
     )
     chars_per_token: float = Field(description="its tokenizer's characters per token on English text")
     preemptions: int = Field(description="generations preempted for memory or interactive work, then replayed")
+    frames_per_second: float = Field(0.0, description="frames its engine made a second lately (7.5: real time)")
+    step_mode: str = Field(
+        "eager",
+        description="how its engine decodes: graphs (the fixed-shape step as CUDA graphs), fixed (that step run "
+        "eagerly) or eager (the data-shaped step)",
+    )
+    step_mode_reason: str = Field("", description="why: as configured, or what made it fall back (one line)")
+    cuda_graphs: int = Field(0, description="decode-step CUDA graphs its engine holds")
+    warm_up_seconds: float | None = Field(
+        None, description="seconds it spent capturing graphs and checking its fast path before serving"
+    )
+    kv_read_ratio: float | None = Field(
+        None, description="K/V entries its attention read per entry its rows could see, since it started (1.0 at best)"
+    )
     running_jobs: list[str]
     started_at: datetime
     seen_at: datetime

@@ -30,8 +30,8 @@ from typing import BinaryIO
 import numpy as np
 import soundfile as sf
 
+from core.audio_rates import SAMPLE_RATE
 from core.storage import NoSpaceLeft, write_durably
-from tokenizer.rates import SAMPLE_RATE
 
 ENCODE_BLOCK_SAMPLES = SAMPLE_RATE  # one second
 _SAMPLE_BYTES = 4  # float32 on the pipe

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from assembly.audio_encoding import encode_in_child
-from assembly.loudness import require_mono
-from assembly.transcripts import Chapter, chapters_document, format_srt, format_vtt
+from assembly.transcripts import Chapter, chapters_document, format_srt, format_vtt, turns_document
 from core.audio_formats import AUDIO_FORMATS, AudioFormatSpec
+from core.audio_rates import SAMPLE_RATE
+from core.pcm import require_mono
 from core.storage import write_durably
-from pipeline.timeline import TimedTurn
-from tokenizer.rates import SAMPLE_RATE
+from script_text.timeline import TimedTurn
 
 
 class OutputError(ValueError):
@@ -57,6 +57,7 @@ class EpisodeFiles:
     srt: Path
     vtt: Path
     chapters: Path
+    turns: Path
     more_audio: tuple[Path, ...] = ()  # the same episode in other formats, when asked for
 
 
@@ -145,6 +146,10 @@ def _commit(staged: Sequence[tuple[Path, Path]]) -> None:
             backup.unlink(missing_ok=True)
 
 
+def _json_text(document: object) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
 def _text_stager(text: str, target: Path) -> Stager:
     encoded = text.encode("utf-8")
     return lambda temp: write_durably(temp, lambda handle: handle.write(encoded), target=target, exclusive=True)
@@ -175,7 +180,8 @@ def _collect(encoding: list[tuple[Path, Future[Path]]], staged: list[tuple[Path,
 def write_episode(
     episode: Episode, audio_path: Path, *more_audio: Path, kbps: Mapping[str, int] | None = None
 ) -> EpisodeFiles:
-    """Write the audio (in each format asked) and its .srt, .vtt and .chapters.json beside it, atomically as a set.
+    """Write the audio (in each format asked) and its .srt, .vtt, .chapters.json and .turns.json beside it, atomically
+    as a set.
 
     `more_audio` are the same episode in other formats, in the same folder under the same name (the side
     files are shared). `kbps` picks a lossy format's bitrate by its name (`{"mp3": 96}`), one of
@@ -198,16 +204,14 @@ def write_episode(
         srt=first.with_suffix(".srt"),
         vtt=first.with_suffix(".vtt"),
         chapters=first.with_name(f"{first.stem}.chapters.json"),
+        turns=first.with_name(f"{first.stem}.turns.json"),
         more_audio=tuple(audio_paths[1:]),
-    )
-    chapters = (
-        json.dumps(chapters_document(episode.seconds, episode.chapters, episode.turns), ensure_ascii=False, indent=2)
-        + "\n"
     )
     texts = [
         (files.srt, _text_stager(format_srt(episode.turns), files.srt)),
         (files.vtt, _text_stager(format_vtt(episode.turns), files.vtt)),
-        (files.chapters, _text_stager(chapters, files.chapters)),
+        (files.turns, _text_stager(_json_text(turns_document(episode.seconds, episode.turns)), files.turns)),
+        (files.chapters, _text_stager(_json_text(chapters_document(episode.chapters)), files.chapters)),
     ]
     first.parent.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[Path, Path]] = []

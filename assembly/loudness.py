@@ -1,6 +1,6 @@
 """Levelling the episode: podcast loudness (BS.1770, -16 LUFS) under a -1 dBFS peak ceiling, and silences.
 
-The whole pipeline is mono at `tokenizer.rates.SAMPLE_RATE`.
+The whole pipeline is mono at `core.audio_rates.SAMPLE_RATE`.
 """
 
 from __future__ import annotations
@@ -11,18 +11,13 @@ import numpy as np
 import torch
 import torchaudio.functional as AF
 
-from tokenizer.rates import SAMPLE_RATE
+from core.audio_rates import SAMPLE_RATE
+from core.pcm import require_mono
 
 TARGET_LUFS = -16.0
 PEAK_CEILING_DBFS = -1.0
 # BS.1770 gates in 400 ms blocks; anything shorter has no defined loudness.
 _MIN_LOUDNESS_SECONDS = 0.4
-
-
-def require_mono(audio: np.ndarray) -> None:
-    """The whole pipeline is mono; a stray channel axis would silently skew loudness and duration."""
-    if audio.ndim != 1:
-        raise ValueError(f"expected mono (1-D) audio, got shape {audio.shape}")
 
 
 def normalize_loudness(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""The episode's side files from its turn timings: chapter marks, SubRip and WebVTT subtitles, chapters JSON."""
+"""The episode's side files from its turn timings: chapter marks, SubRip and WebVTT subtitles, the chapters JSON
+(Podcasting 2.0's JSON chapters format, what podcast apps read) and the turns JSON (every turn's timing, what the
+studio draws and regenerations are numbered by)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.timeline import TimedTurn, check_span
+from script_text.timeline import TimedTurn, check_span
 
 _TITLE_MAX_WORDS = 8
 _CUE_LINE_WIDTH = 80
-_CHAPTERS_JSON_VERSION = 1
+# The Podcasting 2.0 JSON chapters format (podcast namespace, `chapters/jsonChapters.md`), version 1.2.
+CHAPTERS_JSON_VERSION = "1.2.0"
+CHAPTERS_MEDIA_TYPE = "application/json+chapters"
+_TURNS_JSON_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,31 @@ def _ms(seconds: float) -> float:
     return round(seconds, 3)
 
 
-def chapters_document(seconds: float, chapters: Sequence[Chapter], turns: Sequence[TimedTurn]) -> dict[str, Any]:
-    """The chapters JSON: the episode's length, its chapters, and every turn's timing (what Listen draws)."""
+def chapters_document(chapters: Sequence[Chapter], **episode: str) -> dict[str, Any]:
+    """The chapters JSON in Podcasting 2.0's format: `version`, and each chapter's `startTime`, `endTime` (seconds) and
+    `title`; `episode` adds the format's optional episode fields (`title`, `podcastName`, `author`, `fileName`)."""
     return {
-        "version": _CHAPTERS_JSON_VERSION,
+        "version": CHAPTERS_JSON_VERSION,
+        **episode,
+        "chapters": [{"startTime": _ms(c.start), "endTime": _ms(c.end), "title": c.title} for c in chapters],
+    }
+
+
+def chapters_from_document(document: dict[str, Any]) -> tuple[Chapter, ...]:
+    """The chapters a stored chapters JSON holds: Podcasting 2.0's format, or the one episodes were written in before
+    (`start`/`end` beside every turn's timing), which older jobs keep."""
+    marks = document.get("chapters", [])
+    if marks and "startTime" not in marks[0]:
+        return tuple(Chapter(title=m["title"], start=m["start"], end=m["end"]) for m in marks)
+    return tuple(Chapter(title=m["title"], start=m["startTime"], end=m["endTime"]) for m in marks)
+
+
+def turns_document(seconds: float, turns: Sequence[TimedTurn]) -> dict[str, Any]:
+    """The turns JSON: the episode's length and every turn's timing (what Listen draws; `index` is what a regeneration
+    names)."""
+    return {
+        "version": _TURNS_JSON_VERSION,
         "duration": _ms(seconds),
-        "chapters": [{"title": c.title, "start": _ms(c.start), "end": _ms(c.end)} for c in chapters],
         "turns": [
             {
                 "index": t.index,

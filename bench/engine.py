@@ -41,11 +41,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.engine import Engine, EngineConfig, EventKind  # noqa: E402
-from pipeline.generation import SegmentRequest, prompt_inputs, submit_segment  # noqa: E402
-from pipeline.model_loading import LoadedModel, choose_device, choose_dtype  # noqa: E402
-from pipeline.prompt import SegmentText  # noqa: E402
-from pipeline.reference import reference_generate_segment  # noqa: E402
+from models.loading import LoadedModel, choose_device, choose_dtype  # noqa: E402
+from models.reference import reference_generate_segment  # noqa: E402
+from models.segment_io import prompt_inputs
+from models.tiny_checkpoint import random_model
+from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.factory import engine_for_model
+from pipeline.engine.requests import EventKind
+from pipeline.engine.warm_up import prepare_to_serve
+from pipeline.generation import SegmentRequest, submit_segment
+from script_text.prompt import SegmentText  # noqa: E402
 
 FRAME_SECONDS = 1 / 7.5
 
@@ -67,24 +72,6 @@ class PathFigures:
     peak_mem_bytes: int
     audio_s: float
     wall_s: float
-
-
-def build_model(size: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
-    """Random weights with the tiny or the real 1.5B shapes, built in place on the device."""
-    from transformers import VibeVoiceAcousticTokenizerFeatureExtractor, VibeVoiceConfig, VibeVoiceProcessor
-
-    from pipeline.tiny_checkpoint import build_tiny_model, tiny_config, train_tiny_tokenizer
-
-    tokenizer = train_tiny_tokenizer()
-    config = tiny_config()
-    if size == "1.5b":
-        config = VibeVoiceConfig()  # transformers' defaults are VibeVoice-1.5B's shapes, 151,936-token vocabulary
-        config.text_config.tie_word_embeddings = True  # as the published 1.5B: the head is the embeddings
-        config.tie_word_embeddings = True
-    with torch.device(device):
-        model = build_tiny_model(tokenizer, seed=0, config=config).to(dtype)
-    processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)
-    return LoadedModel(model, processor, f"random-{size}", "hf", device, dtype)
 
 
 def workload(
@@ -162,7 +149,7 @@ def run_hf_sequential(loaded: LoadedModel, work: list, token_cfg_pass: bool) -> 
 
 def run_hf_static(loaded: LoadedModel, work: list, batch: int, token_cfg_pass: bool) -> list[Timeline]:
     """Batches of `batch` requests in arrival order; a batch starts once all its requests have arrived."""
-    from pipeline.reference import hf_static_batch_generate
+    from models.reference import hf_static_batch_generate
 
     timelines = [Timeline(arrival) for arrival, _ in work]
     start = time.perf_counter()
@@ -313,6 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="run the fixed-shape step eagerly on a GPU")
     parser.add_argument("--no-overlap", action="store_true", help="read each fixed-shape step back before the next")
+    parser.add_argument("--max-graphs", type=int, default=64, help="decode-step CUDA graphs held at once")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
@@ -323,7 +311,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = choose_device(args.device)
     dtype = choose_dtype(device, args.dtype)
     torch.manual_seed(args.seed)
-    loaded = build_model(args.size, device, dtype)
+    loaded = random_model(args.size, device, dtype)
     shortest, longest = (float(value) for value in args.audio_seconds.split(","))
     if args.workload == "longform":
         frames = args.long_frames or max(8, args.long_tokens // 10)
@@ -345,6 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
         fixed_shapes=fixed_shapes,
         cuda_graphs=not args.no_cuda_graphs,
         overlap=not args.no_overlap,
+        max_graphs=args.max_graphs,
     )
     print(
         f"# size={args.size} device={device} dtype={str(dtype).removeprefix('torch.')} requests={len(work)} "
@@ -361,16 +350,22 @@ def main(argv: list[str] | None = None) -> dict:
     names = args.paths.split(",")
     engine_setup: dict = {}
     if "engine" in names:
-        started = time.perf_counter()
-        engine = Engine.for_model(loaded, config)
-        graphs = engine.warm_up(args.diffusion_steps, max_keys=longest_generation)
+        engine = engine_for_model(loaded, config)
+        reserved = _reserved_bytes(device)
+        report = prepare_to_serve(engine, diffusion_steps=args.diffusion_steps, max_keys=longest_generation)
+        step_memory = engine.runner.step_memory
         engine_setup = {
-            "fixed_shapes": engine.runner.fixed is not None,
+            "step_mode": report.mode.value,
+            "step_mode_reason": report.reason,
+            "self_check_difference": report.difference,
             "overlap": engine.config.overlap,
-            "cuda_graphs": graphs,
-            "warm_up_s": time.perf_counter() - started,
+            "cuda_graphs": report.graphs,
+            "warm_up_s": report.seconds,
+            "graphs_memory_bytes": _reserved_bytes(device) - reserved,
             "kv_blocks": engine.pool.total,
             "block_size": engine.spec.block_size,
+            "step_fixed_bytes": None if step_memory is None else step_memory.fixed_bytes,
+            "step_bytes_per_key_chunk": None if step_memory is None else step_memory.bytes_per_chunk,
         }
         print(f"# engine: {engine_setup}", flush=True)
     measured = {name: measure(name, device, paths[name]) for name in names}
@@ -379,6 +374,10 @@ def main(argv: list[str] | None = None) -> dict:
     if "engine" in names:
         results["engine_memory"] = kv_memory_figures(engine, seen, longest_generation)
         print(f"# engine memory: {results['engine_memory']}", flush=True)
+        reads = engine.runner.key_reads
+        results["kv_read_ratio"] = reads.ratio
+        results["kv_keys_read"], results["kv_keys_visible"] = reads.read, reads.visible
+        print(f"# engine K/V reads: {reads.read} keys read for {reads.visible} visible: {reads.ratio:.2f}x", flush=True)
     if args.workload == "longform" and "engine" in measured:
         short_p50, short_p95 = ttfa_percentiles(measured["engine"][1][1:])
         results["engine_short_ttfa_p50_s"], results["engine_short_ttfa_p95_s"] = short_p50, short_p95
@@ -397,6 +396,11 @@ def main(argv: list[str] | None = None) -> dict:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
     return results
+
+
+def _reserved_bytes(device: torch.device) -> int:
+    """What CUDA's caching allocator holds (0 elsewhere): its growth over warm-up is the graphs' memory."""
+    return torch.cuda.memory_reserved(device) if device.type == "cuda" else 0
 
 
 def kv_memory_figures(engine: Engine, seen: EngineRun, longest_generation: int) -> dict:

@@ -6,10 +6,13 @@
 # Installs nothing from the network: where transformers 5.23 or soundfile is missing, the wheels in bench/wheels/
 # (bench/fetch_wheels.sh fetches them beforehand, elsewhere);
 # runs bench/gpu_checks.py (CUDA graphs against the eager step; bf16 against fp32), then bench/engine.py at
-# the 1.5B shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
+# VibeVoice-1.5B's shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
 # 64 and 256 (offline), 64 requests arriving as a Poisson process (streaming policy), and the long-form run:
 # one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,
-# with the paged K/V pool's peak against the slot design's reservation. Every run writes
+# with the paged K/V pool's peak against the slot design's reservation. Each engine gets ready as a worker's does
+# (warm_up.prepare_to_serve: graphs captured, the fast path checked against the eager step, a fall-back with its
+# reason where it fails), and the table says per run the step it decoded with, the K/V entries read per entry
+# visible, the graphs, their memory and the warm-up time, and the pool sized beside the measured step. Every run writes
 # OUT_DIR/NAME.json; the whole log is OUT_DIR/gpu.log and the table OUT_DIR/table.md. It keeps to a time
 # budget (VOXCAST_BENCH_BUDGET_S, default 450 s): a run that would start past it is skipped and logged.
 #

@@ -3,7 +3,9 @@
     python bench/gpu_checks.py --json checks.json
 
 1. CUDA graphs: the engine's fixed-shape step replayed as graphs against the same step run eagerly and
-   against the eager (data-shaped) step, tiny model, float32: the latents must agree within 1e-4.
+   against the eager (data-shaped) step, tiny model, float32: the latents must agree within 1e-4. The tiny
+   model is the attentive one (`models.tiny_checkpoint`), so a key the graphed step reads wrongly (a block
+   table, a key bucket, a visible start) moves the latents far beyond that.
 2. bf16 against fp32: one request through the engine at the 1.5B shapes (random weights), the model
    in float32 and the same weights in bfloat16. Reported: the first frame's and the whole request's
    audio error (max absolute, and relative RMS); an autoregressive model's paths drift apart with
@@ -25,11 +27,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import build_model, workload  # noqa: E402  (bench/engine.py)
+from engine import workload  # noqa: E402  (bench/engine.py)
 
-from pipeline.engine import Engine, EngineConfig, EventKind  # noqa: E402
-from pipeline.generation import SegmentRequest, prompt_inputs, submit_segment  # noqa: E402
-from pipeline.model_loading import LoadedModel  # noqa: E402
+from models.loading import LoadedModel  # noqa: E402
+from models.segment_io import prompt_inputs
+from models.tiny_checkpoint import random_model
+from pipeline.engine.engine import EngineConfig
+from pipeline.engine.factory import engine_for_model
+from pipeline.engine.requests import EventKind
+from pipeline.generation import SegmentRequest, submit_segment
 
 GRAPH_TOLERANCE = 1e-4
 
@@ -37,8 +43,8 @@ GRAPH_TOLERANCE = 1e-4
 def run(loaded: LoadedModel, requests: list[SegmentRequest], **config: object) -> tuple[list[np.ndarray], list]:
     """Every request's audio and latents through one engine built with `config`."""
     longest = max(prompt_inputs(loaded, r.text, r.voices).length + r.max_frames for r in requests)
-    engine = Engine.for_model(loaded, EngineConfig(slots=len(requests), policy="offline", **config))
-    graphs = engine.warm_up(max_keys=longest)
+    engine = engine_for_model(loaded, EngineConfig(slots=len(requests), policy="offline", **config))
+    graphs = engine.warm_up(max_keys=longest)  # graphs captured, not yet checked: this compares them itself
     handles = [submit_segment(engine, request) for request in requests]
     engine.run_until_idle()
     audio, latents = [], []
@@ -49,8 +55,8 @@ def run(loaded: LoadedModel, requests: list[SegmentRequest], **config: object) -
         frames = [event for event in events if event.kind is EventKind.AUDIO]
         audio.append(np.concatenate([frame.audio for frame in frames]))
         latents.append(torch.stack([frame.latent for frame in frames]))
-    graphs_on = engine.runner.graphs_captured
-    print(f"  engine {config}: {graphs} graphs, graphs on: {graphs_on}")
+    fast_path = engine.runner.fast_path
+    print(f"  engine {config}: {graphs} graphs at warm-up, step {fast_path.mode.value} ({fast_path.reason})")
     return audio, latents
 
 
@@ -59,7 +65,7 @@ def max_difference(left: list, right: list) -> float:
 
 
 def graph_parity() -> dict:
-    loaded = build_model("tiny", torch.device("cuda"), torch.float32)
+    loaded = random_model("tiny", torch.device("cuda"), torch.float32, attentive=True)
     requests = [request for _, request in workload(4, "at-once", 1.0, seed=0, seconds=(1.0, 3.0))]
     _, graphed = run(loaded, requests, fixed_shapes=True, cuda_graphs=True)
     _, fixed_eager = run(loaded, requests, fixed_shapes=True, cuda_graphs=False)
@@ -81,7 +87,7 @@ def relative_rms(got: np.ndarray, expected: np.ndarray) -> float:
 
 
 def bf16_against_fp32(seconds: float) -> dict:
-    fp32 = build_model("1.5b", torch.device("cuda"), torch.float32)
+    fp32 = random_model("1.5b", torch.device("cuda"), torch.float32)
     bf16 = dataclasses.replace(fp32, model=copy.deepcopy(fp32.model).to(torch.bfloat16), dtype=torch.bfloat16)
     requests = [request for _, request in workload(1, "at-once", 1.0, seed=0, seconds=(seconds, seconds))]
     (reference,), _ = run(fp32, requests)

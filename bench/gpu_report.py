@@ -22,12 +22,37 @@ def run_rows(name: str, figures: dict) -> list[str]:
         # One stream makes 7.5 frames per audio second, so its frame step takes 1 / (7.5 * rtf) seconds.
         step_ms = f"{1000 / (FRAMES_PER_SECOND * f['rtf']):.1f}" if setup["concurrency"] == "1" else ""
         ratio = figures.get(f"engine_vs_{path}")
+        engine = setup.get("engine") or {}
+        step = engine.get("step_mode", "") if path == "engine" else ""
+        reads = figures.get("kv_read_ratio") if path == "engine" else None
         rows.append(
-            f"| {name} | {setup['concurrency']} | {setup['policy']} | {path} | {f['rtf']:.2f}x | {step_ms} | "
+            f"| {name} | {setup['concurrency']} | {setup['policy']} | {path} | {step} | {f['rtf']:.2f}x | {step_ms} | "
             f"{f['ttfa_p50_s'] * 1000:.0f} / {f['ttfa_p95_s'] * 1000:.0f} | {f['on_time_share']:.1%} | "
-            f"{f['peak_mem_bytes'] / 2**30:.1f} | {'' if ratio is None else f'{ratio:.2f}x'} |"
+            f"{f['peak_mem_bytes'] / 2**30:.1f} | {'' if reads is None else f'{reads:.2f}'} | "
+            f"{'' if ratio is None else f'{ratio:.2f}x'} |"
         )
     return rows
+
+
+def engine_lines(name: str, figures: dict) -> list[str]:
+    """How the run's engine got ready: its step and why, the self-check, graphs, warm-up and memory."""
+    engine = figures["setup"].get("engine") or {}
+    if not engine:
+        return []
+    difference = engine.get("self_check_difference")
+    checked = "not compared" if difference is None else f"self-check difference {difference:.1e}"
+    step_memory = ""
+    if engine.get("step_fixed_bytes") is not None:
+        step_memory = (
+            f"; the pool sized beside a measured step of {engine['step_fixed_bytes'] / 2**30:.2f} GiB + "
+            f"{engine['step_bytes_per_key_chunk'] / 2**20:.2f} MiB a key chunk"
+        )
+    return [
+        "",
+        f"{name}: step {engine['step_mode']} ({engine['step_mode_reason']}; {checked}); {engine['cuda_graphs']} "
+        f"CUDA graphs, {engine['graphs_memory_bytes'] / 2**30:.2f} GiB, warm-up {engine['warm_up_s']:.1f} s; "
+        f"{engine['kv_blocks']} K/V blocks of {engine['block_size']} tokens{step_memory}.",
+    ]
 
 
 def memory_lines(name: str, figures: dict) -> list[str]:
@@ -64,8 +89,9 @@ def checks_lines(checks: dict) -> list[str]:
 def main() -> None:
     folder = Path(sys.argv[1])
     lines = [
-        "| run | requests | policy | path | RTF | ms/step | TTFA p50 / p95 ms | on time | peak GiB | engine / path |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | requests | policy | path | step | RTF | ms/step | TTFA p50 / p95 ms | on time | peak GiB | "
+        "K/V read | engine / path |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for file in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
@@ -73,7 +99,7 @@ def main() -> None:
             continue
         figures = json.loads(file.read_text())
         lines += run_rows(file.stem, figures)
-        notes += memory_lines(file.stem, figures)
+        notes += engine_lines(file.stem, figures) + memory_lines(file.stem, figures)
     lines += notes
     checks = folder / "checks.json"
     if checks.exists():

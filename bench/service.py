@@ -15,8 +15,8 @@ It then sends, through HTTP only:
 
 Two workers run the same workload, one after the other, each on a fresh stack:
 
-- `old`: as workers ran before they handed whole jobs to the engine: `VOXCAST_WORKER_MAX_JOBS=2` and each job's
-  segments one after another (`VOXCAST_WORKER_SEQUENTIAL_SEGMENTS=1`);
+- `old`: as many generations at once as workers ran before they handed whole jobs to the engine (two jobs, a
+  segment each): `VOXCAST_WORKER_MAX_JOBS=2` and `VOXCAST_ENGINE_SLOTS=2`;
 - `new`: the defaults: up to `VOXCAST_WORKER_MAX_JOBS` jobs, each submitting all its pending segments at once.
 
 Printed per worker, and with `--json PATH` written as `{"old": {...}, "new": {...}, "new_vs_old": {...}}`:
@@ -56,7 +56,7 @@ TURN = "{name}: Turn {n} of the show, where {name} says a sentence or two about 
 SPEECH = "Hello there, how are you today?"
 FINAL = {"done", "failed", "cancelled"}
 WORKERS = {
-    "old": {"VOXCAST_WORKER_MAX_JOBS": "2", "VOXCAST_WORKER_SEQUENTIAL_SEGMENTS": "1"},
+    "old": {"VOXCAST_WORKER_MAX_JOBS": "2", "VOXCAST_ENGINE_SLOTS": "2"},
     "new": {},
 }
 

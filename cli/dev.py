@@ -19,7 +19,7 @@ def register(subcommands: argparse._SubParsersAction, settings: Settings) -> Non
 
 
 def run_tiny_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.tiny_checkpoint import write_tiny_checkpoint
+    from models.tiny_checkpoint import write_tiny_checkpoint
 
     folder = write_tiny_checkpoint(args.directory, layout=args.layout, seed=args.seed)
     print(f"tiny {args.layout}-layout checkpoint written to {folder}")

@@ -18,14 +18,12 @@ import numpy as np
 from tqdm import tqdm
 
 from assembly.episode import Episode, OutputError, audio_format_for, write_episode
-from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
 from cli.errors import EXIT_OK, InputError
 from core.audio_formats import BITRATES
 from core.progress_estimate import MAX_SHARE_UNTIL_DONE, MIN_ETA_FRAMES, MIN_ETA_SECONDS, past_estimate
 from core.settings import Settings
-from pipeline.plan import Plan, plan_script
-from pipeline.script import (
+from script_text.parser import (
     Script,
     ScriptError,
     Speaker,
@@ -36,11 +34,12 @@ from pipeline.script import (
     script_warnings,
     unknown_speaker_message,
 )
+from script_text.plan import Plan, plan_script
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
 
 if TYPE_CHECKING:
-    from pipeline.engine import Engine, EngineConfig
-    from pipeline.model_loading import LoadedModel
+    from models.loading import LoadedModel
+    from pipeline.engine.engine import Engine, EngineConfig
     from pipeline.podcast import Progress
 
 
@@ -88,10 +87,12 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     script = read_script(args.script)
     plan = _plan(script, args, settings)
     voices = load_voices(script.speakers, args.voice)
-    # transformers loads only once the inputs are known good: a typo costs a second, not a model import.
-    from pipeline.engine import Engine
-    from pipeline.generation import GenerationSettings
-    from pipeline.model_loading import ModelLoadError, load_model
+    # torch and transformers load only once the inputs are known good: a typo costs a second, not a model import.
+    from assembly.loudness import normalize_loudness
+    from models.loading import ModelLoadError, load_model
+    from models.segment_io import GenerationSettings
+    from pipeline.engine.factory import engine_for_model
+    from pipeline.engine.warm_up import prepare_to_serve
     from pipeline.podcast import render_podcast
 
     try:
@@ -101,8 +102,9 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
     if loaded.is_tiny_random:
         print("note: tiny-random is an untrained toy model; the audio will be noise", file=sys.stderr)
     generation = GenerationSettings(cfg_scale=args.cfg_scale, diffusion_steps=args.diffusion_steps, seed=args.seed)
-    engine = Engine.for_model(loaded, _engine_config(plan, settings))
+    engine = engine_for_model(loaded, _engine_config(plan, settings))
     _check_fits(engine, loaded, plan, voices)
+    prepare_to_serve(engine, diffusion_steps=args.diffusion_steps)  # a fast path that fails its check is not used
     with _progress_bar(plan, disabled=args.quiet) as report:
         rendered = render_podcast(engine, plan, voices, generation, on_progress=report)
     audio = rendered.audio if args.no_normalize else normalize_loudness(rendered.audio)
@@ -118,15 +120,24 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
     """One job alone: as many rows as it has segments (up to the setting), the K/V pool the settings give."""
-    from pipeline.engine import EngineConfig
+    from pipeline.engine.engine import EngineConfig
+    from pipeline.engine.factory import step_options
 
     slots = min(settings.engine_slots, len(plan.segments))
-    return EngineConfig(slots=slots, kv_memory=settings.engine_kv_memory, policy="offline")
+    step = step_options(settings.engine_step)
+    return EngineConfig(
+        slots=slots,
+        kv_memory=settings.engine_kv_memory,
+        policy="offline",
+        max_graphs=settings.engine_max_graphs,
+        **step,
+    )
 
 
 def _check_fits(engine: Engine, loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray]) -> None:
     """Refuse, before generating anything, a segment no engine of this model and memory could ever run."""
-    from pipeline.generation import frame_budget, prompt_token_count
+    from models.segment_io import prompt_token_count
+    from pipeline.generation import frame_budget
 
     for number, segment in enumerate(plan.segments, start=1):
         prompt = prompt_token_count(loaded, segment.text, voices)
@@ -224,11 +235,12 @@ def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, 
 
 class _progress_bar:
     """A tqdm bar over frames of speech, showing audio seconds, by `core.progress_estimate`'s rules: 100% only once
-    the episode is done, no ETA before a steady speed, and past the plan's estimate "finishing" instead of an ETA."""
+    the episode is done, no ETA before a steady speed, and past the plan's estimate "finishing" instead of an ETA
+    and of a share (of a figure already passed)."""
 
     _COUNTING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
     _WARMING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-    _FINISHING = "{l_bar}{bar}| {n_fmt} [{elapsed}, finishing{postfix}]"
+    _FINISHING = "{desc}: {n_fmt} frames [{elapsed}, finishing{postfix}]"
 
     def __init__(self, plan: Plan, disabled: bool, file: TextIO | None = None) -> None:
         self.estimated = plan.estimated_frames

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cli.errors import EXIT_OK, InputError
 from core.settings import Settings
-from pipeline.drafting import (
+from script_text.drafting import (
     DraftedScript,
     DraftInputError,
     DraftRequest,
@@ -28,10 +28,10 @@ from pipeline.drafting import (
     draft_script,
     normalise_transcript,
 )
-from pipeline.drafting.jobs import DEFAULT_TONE, MAX_MINUTES, MIN_MINUTES, WORDS_PER_MINUTE, check_source_text
+from script_text.drafting.jobs import DEFAULT_TONE, MAX_MINUTES, MIN_MINUTES, WORDS_PER_MINUTE, check_source_text
 
 if TYPE_CHECKING:
-    from pipeline.drafting.transformers_chat import TransformersChatModel
+    from models.instruct_chat import TransformersChatModel
 
 MAX_INPUT_BYTES = 2 * 1024 * 1024  # far above any script or article; refuses a wrong file before reading it
 DEFAULT_HOSTS = 2
@@ -163,8 +163,8 @@ def _check_output_path(path: Path | None) -> None:
 
 def _load_script_model(args: argparse.Namespace) -> TransformersChatModel:
     # transformers loads only when a model is needed: the parser path never pays for the import.
-    from pipeline.drafting.transformers_chat import load_chat_model
-    from pipeline.model_loading import ModelLoadError
+    from models.instruct_chat import load_chat_model
+    from models.loading import ModelLoadError
 
     try:
         model = load_chat_model(args.script_model, device=args.device, dtype=args.dtype)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenizer.rates import SAMPLE_RATE
+from core.audio_rates import SAMPLE_RATE
 
 AudioFormat = Literal["wav", "flac", "mp3", "ogg", "opus"]
 BitrateFormat = Literal["mp3", "opus"]  # the formats whose bitrate a job may choose (`AudioFormatSpec.bitrates`)

@@ -22,11 +22,23 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 CHUNK_BYTES = 256 * 1024  # a streamed download's read size
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """What a store says of a file without reading it: its size, when it was last written, and a tag that changes
+    whenever its content does (for HTTP validators: `ETag`, `Last-Modified`)."""
+
+    size: int
+    modified: datetime
+    version: str
 
 
 class StoreUnavailable(RuntimeError):
@@ -49,6 +61,9 @@ class FileStore(Protocol):
 
     def size(self, path: Path) -> int | None:
         """The file's size in bytes, None when it exists nowhere."""
+
+    def stat(self, path: Path) -> StoredFile | None:
+        """The file's size, time and version, None when it exists nowhere."""
 
     def tree_bytes(self, path: Path) -> int:
         """The size of every file under the folder `path`, wherever they are kept."""
@@ -90,6 +105,15 @@ class LocalFiles:
 
     def size(self, path: Path) -> int | None:
         return path.stat().st_size if path.is_file() else None
+
+    def stat(self, path: Path) -> StoredFile | None:
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            return None
+        # Files are replaced whole (a rename), never written in place: a new inode or time is a new version.
+        version = f"{status.st_ino:x}-{status.st_mtime_ns:x}-{status.st_size:x}"
+        return StoredFile(status.st_size, datetime.fromtimestamp(status.st_mtime, UTC), version)
 
     def tree_bytes(self, path: Path) -> int:
         if not path.exists():
@@ -169,11 +193,16 @@ class S3Files:
         return True
 
     def size(self, path: Path) -> int | None:
+        stored = self.stat(path)
+        return None if stored is None else stored.size
+
+    def stat(self, path: Path) -> StoredFile | None:
         try:
             with self._errors(path):
-                return int(self.client.head_object(Bucket=self.bucket, Key=self.key(path))["ContentLength"])
+                head = self.client.head_object(Bucket=self.bucket, Key=self.key(path))
         except _Missing:
             return None
+        return StoredFile(int(head["ContentLength"]), head["LastModified"].astimezone(UTC), head["ETag"].strip('"'))
 
     def tree_bytes(self, path: Path) -> int:
         return sum(size for _, size in self._objects(path))

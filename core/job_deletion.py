@@ -21,7 +21,8 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from core.db import Database
-from core.models import FINAL_STATES, Job, JobSegment
+from core.job_states import FINAL_STATES
+from core.models import Job, JobSegment
 from core.storage import DataFolder
 
 logger = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ import numpy as np
 import redis
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 
+from core.audio_rates import FRAMES_PER_SECOND, SAMPLE_RATE
 from core.pcm import to_pcm16
-from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,12 @@ class AudioEvent(_Event):
     @classmethod
     def of(cls, segment: int, first_frame: int, frames: int, samples: np.ndarray) -> AudioEvent:
         """The chunk holding `samples` (float, 24 kHz mono): `frames` frames from `first_frame` on."""
-        pcm = base64.b64encode(to_pcm16(samples)).decode("ascii")
-        return cls(segment=segment, first_frame=first_frame, frames=frames, pcm=pcm)
+        return cls.of_pcm16(segment, first_frame, frames, to_pcm16(samples))
+
+    @classmethod
+    def of_pcm16(cls, segment: int, first_frame: int, frames: int, pcm: bytes) -> AudioEvent:
+        """The chunk holding `pcm` (16-bit little-endian mono at 24 kHz): `frames` frames from `first_frame` on."""
+        return cls(segment=segment, first_frame=first_frame, frames=frames, pcm=base64.b64encode(pcm).decode("ascii"))
 
     def pcm_bytes(self) -> bytes:
         return base64.b64decode(self.pcm)

@@ -41,11 +41,8 @@ def configure_logging(level: str = "WARNING", log_format: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    verbose = root.level <= logging.DEBUG
-    import transformers
-
-    transformers.utils.logging.set_verbosity(logging.DEBUG if verbose else logging.ERROR)
-    transformers.utils.logging.disable_default_handler()
-    transformers.utils.logging.enable_propagation()
-    if not verbose:
-        transformers.utils.logging.disable_progress_bar()
+    # transformers' own logger (it is a stdlib logger named so): held to errors unless we are verbose. The rest of
+    # its set-up (its handler off, its records through ours, no progress bars) is `models.loading.quiet_transformers`,
+    # done as the modules that load or write a model are imported, so that a process without a model (the api, or
+    # one that only imports the engine's core) never imports transformers.
+    logging.getLogger("transformers").setLevel(logging.DEBUG if root.level <= logging.DEBUG else logging.ERROR)

@@ -1,4 +1,5 @@
-"""The database record of the service: API keys, voices, jobs, each job's generated segments, and script jobs.
+"""The database record of the service: API keys, voices, jobs, each job's generated segments, script jobs, and the
+shows whose feeds publish jobs as episodes.
 
 The database, not the broker, is the record of every job: a job row exists before its Celery message,
 and a segment row marked `done` (with its audio and latents on disk) is never generated again, so a worker
@@ -8,7 +9,6 @@ Schema changes go through Alembic (`core/migrations`); these classes and the new
 
 from __future__ import annotations
 
-import enum
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
+
+from core.job_states import JobState, SegmentState
 
 
 def utc_now() -> datetime:
@@ -51,26 +53,6 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: JSON, list[Any]: JSON}
-
-
-class JobState(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATES
-
-
-FINAL_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
-
-
-class SegmentState(enum.StrEnum):
-    PENDING = "pending"
-    DONE = "done"
 
 
 class ApiKey(Base):
@@ -122,12 +104,17 @@ class Job(Base):
     frames_planned: Mapped[int] = mapped_column(Integer, default=0)
     segments_done: Mapped[int] = mapped_column(Integer, default=0)
     segments_total: Mapped[int] = mapped_column(Integer, default=0)
+    # The worker's ETA at `eta_at` (`core.progress_estimate.EtaEstimator`), written with its progress; None: none yet.
+    eta_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    eta_at: Mapped[datetime | None] = mapped_column(default=None)
     audio_seconds: Mapped[float | None] = mapped_column(Float, default=None)  # of the finished episode
     error: Mapped[str | None] = mapped_column(Text, default=None)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took the job
     # Attempts that ended with their worker dead (a crash, a kill); at `max_worker_deaths` the job fails.
     worker_deaths: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Attempts its worker gave back on a planned stop (SIGTERM, its server gone): queued again, never a death.
+    handbacks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
     # Held by its worker but not yet running: claimed, and waiting for the worker to let it start (its quarantine:
     # a suspect waits for the others, the others for a suspect). A death of that worker now is not counted against it.
@@ -141,7 +128,7 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None, index=True)
     # When the retention policy removed its segments' audio and latents: it can no longer be regenerated.
     intermediates_removed_at: Mapped[datetime | None] = mapped_column(default=None)
-    # What in the submitted script is likely a typo (`pipeline.script.script_warnings`): [{"line", "message"}].
+    # What in the submitted script is likely a typo (`script_text.parser.script_warnings`): [{"line", "message"}].
     warnings: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     # The take before the last regeneration, kept until the listener keeps one (`api.services.takes`): {"revision",
     # "segments": [{"index", "frames", "seconds", "seed", "revision", "text_hash", "turns"}]}; null when none is kept.
@@ -182,7 +169,7 @@ class JobSegment(Base):
     latents_path: Mapped[str | None] = mapped_column(String(500), default=None)
     turns: Mapped[list[Any]] = mapped_column(JSON, default=list)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    # SHA-256 of what the segment says (`pipeline.plan.Segment.text_hash`); null for rows stored before it was kept.
+    # SHA-256 of what the segment says (`script_text.plan.Segment.text_hash`); null for rows stored before it was kept.
     text_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     # Frames replayed from the latents an interrupted attempt stored (0: generated in one go).
     resumed_from_frame: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -217,6 +204,8 @@ class ScriptJob(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     deliveries: Mapped[int] = mapped_column(Integer, default=0)  # times a worker took it
+    # Deliveries its scripts worker gave back on a planned stop; the others that did not end it were deaths.
+    handbacks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utc_now, index=True)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -226,3 +215,57 @@ class ScriptJob(Base):
     @property
     def job_state(self) -> JobState:
         return JobState(self.state)
+
+
+class Show(Base):
+    """A podcast a key publishes: what its feed says of it, and the token its feed and files are reached by.
+
+    Podcast apps cannot send an API key, so a show's feed is reached by `feed_token`: random, never derived from an
+    id, and replaced when the owner rotates it (the old URLs then answer 404). `podcast_guid` is the show's
+    Podcasting 2.0 identity: set once, it stays when the token (and so the feed's URL) changes.
+    """
+
+    __tablename__ = "shows"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(String(200))
+    language: Mapped[str] = mapped_column(String(35))  # a BCP 47 tag: "en", "en-GB"
+    category: Mapped[str] = mapped_column(String(100))  # an Apple Podcasts category, "Technology" or "Arts/Books"
+    explicit: Mapped[bool] = mapped_column(Boolean, default=False)
+    feed_token: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    podcast_guid: Mapped[str] = mapped_column(String(36))
+    # "jpg" or "png" once artwork is uploaded (its file: `core.storage.DataFolder.show_artwork`); null before.
+    artwork_format: Mapped[str | None] = mapped_column(String(8), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    # Any change to what the episodes' tags say of the show (its artwork too): their files' Last-Modified.
+    updated_at: Mapped[datetime] = mapped_column(default=utc_now)
+    # The feed as last served: a digest of what it said and pointed at, and when that last changed (its
+    # Last-Modified), set by the feed route when a digest differs (`api.services.feed_files`); null until served.
+    feed_digest: Mapped[str | None] = mapped_column(String(64), default=None)
+    feed_changed_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    episodes: Mapped[list[Episode]] = relationship(back_populates="show", cascade="all, delete-orphan")
+
+
+class Episode(Base):
+    """A job published in a show: its episode title, description and number. The job's MP3 is its enclosure.
+
+    A job named a show when submitted is listed once it is done; `published_at` (the item's pubDate) is stamped the
+    first time it is listed done, or when a done job is added, so it stays put when a turn is regenerated later.
+    """
+
+    __tablename__ = "episodes"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    show_id: Mapped[str] = mapped_column(ForeignKey("shows.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text, default=None)
+    number: Mapped[int | None] = mapped_column(Integer, default=None)
+    published_at: Mapped[datetime | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+    show: Mapped[Show] = relationship(back_populates="episodes")
+    job: Mapped[Job] = relationship()

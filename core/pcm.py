@@ -1,4 +1,5 @@
-"""16-bit PCM, the form live audio takes on the wire: job events carry it, streamed speech responses send it.
+"""The pipeline's audio as samples: mono (`require_mono`), and 16-bit PCM, the form live audio takes on the wire: job
+events carry it, streamed speech responses send it.
 
 Live audio is the raw generated signal, before the loudness normalisation a finished episode gets (that
 needs the whole track), so it is clipped to [-1, 1] and rounded to 16 bits, nothing more.
@@ -36,3 +37,9 @@ def streaming_wav_header(sample_rate: int) -> bytes:
         + b"data"
         + struct.pack("<I", _UNKNOWN_SIZE)
     )
+
+
+def require_mono(audio: np.ndarray) -> None:
+    """The whole pipeline is mono; a stray channel axis would silently skew loudness and duration."""
+    if audio.ndim != 1:
+        raise ValueError(f"expected mono (1-D) audio, got shape {audio.shape}")

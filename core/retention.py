@@ -21,9 +21,11 @@ from sqlalchemy import select, update
 
 from core.db import Database
 from core.job_deletion import JobNotEnded, delete_job
-from core.models import FINAL_STATES, Job, JobSegment
+from core.job_states import FINAL_STATES
+from core.models import Job, JobSegment
 from core.settings import Settings
 from core.storage import DataFolder
+from core.storage_usage import record_job_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ def _remove_segments(database: Database, data: DataFolder, job_id: str) -> None:
     folder = data.job(job_id)
     data.files.remove(folder.segments)
     with database.session() as session:
-        session.execute(update(Job).where(Job.id == job_id).values(storage_bytes=data.files.tree_bytes(folder.root)))
+        record_job_bytes(session, data, job_id)
 
 
 def _remove_leftovers(database: Database, data: DataFolder, now: datetime) -> None:

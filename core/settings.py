@@ -16,9 +16,11 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from pydantic_settings.sources.utils import parse_env_vars
 
 from core.file_store import parse_s3_url
-from pipeline.drafting.jobs import MAX_ATTEMPTS_LIMIT, MIN_REPLY_TOKENS
 
 ENV_PREFIX = "VOXCAST_"
+# Bounds of the drafting stage's settings, which `script_text.drafting` also holds a request to.
+MAX_ATTEMPTS_LIMIT = 10  # model replies one script job may ask for
+MIN_REPLY_TOKENS = 16  # the shortest reply budget that can hold a script
 _RENAMED = {"VOXCAST_WORKER_CONCURRENCY": "VOXCAST_WORKER_MAX_JOBS"}  # old name: new name
 
 
@@ -47,14 +49,28 @@ class Settings(BaseSettings):
     # rows alone take; other rows sit such steps out. Higher: more throughput beside speech, slower speech (CPU only:
     # on a GPU a step of every row costs about one row's). None: the engine's default, 1.5.
     engine_interactive_slowdown: float | None = Field(None, ge=1)
+    # How the engine decodes: "auto" the fastest the device allows (the fixed-shape step as CUDA graphs on a GPU, the
+    # eager step on a CPU); "graphs", "fixed" (the fixed-shape step without graphs) or "eager" to choose. A worker
+    # checks the fast path against the eager step before serving and falls back, with a reason, where it fails.
+    engine_step: Literal["auto", "graphs", "fixed", "eager"] = "auto"
+    # Decode-step CUDA graphs an engine holds at once (warm-up captures at most this many; others on first use, the
+    # least recently used let go)
+    engine_max_graphs: int = Field(64, ge=1)
     database_url: str | None = None  # SQLAlchemy URL; None: a SQLite file under data_dir
     # Where job files and voices are kept for every host: None, the data folder alone (one machine, or a folder the
     # hosts share); "s3://bucket/prefix", an S3-compatible bucket, each host's data folder its scratch (credentials
     # from the usual AWS variables: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION)
     storage_url: str | None = None
     storage_endpoint_url: str | None = None  # an S3-compatible server (MinIO, Ceph, ...); None: AWS itself
-    redis_url: str = "redis://127.0.0.1:6379/0"  # Celery broker and job-progress pub/sub
+    # Celery broker and job-progress pub/sub. Left unset, `voxcast serve` uses this default address when a Redis answers
+    # there, else starts a private one (`redis_url_given`).
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # `voxcast serve` starts its private Redis (data in the data folder) even when one answers at the default address.
+    private_redis: bool = False
     redis_namespace: str = "voxcast"  # prefix of every queue, key and channel voxcast uses in Redis
+    # The address podcast apps reach the api at (`https://podcasts.example.com`), for the absolute URLs a feed holds;
+    # None: the address each request came to (behind a proxy, run uvicorn with its proxy headers on).
+    public_url: str | None = None
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=1, le=65535)
     single_user: bool = False  # True: no API keys; every request acts as the one local admin
@@ -64,9 +80,6 @@ class Settings(BaseSettings):
     worker_max_jobs: int = Field(16, ge=1)
     # A job submitted without a queue goes to `interactive` when its estimated audio is this long at most, else `batch`.
     interactive_max_seconds: float = Field(120.0, ge=0)
-    # Benchmarks only (bench/service.py): a job generates its segments one after another, as workers did before
-    # they handed whole jobs to the engine.
-    worker_sequential_segments: bool = False
     # A worker process serves its own Prometheus metrics (job timings, frames, engine steps) on this port; None: off.
     # One port per worker process: two workers on one host need two values.
     worker_metrics_port: int | None = Field(None, ge=1, le=65535)
@@ -104,11 +117,9 @@ class Settings(BaseSettings):
     webui_api_url: str | None = None  # the api the studio calls; None: the one `voxcast serve` runs here
     webui_host: str = "127.0.0.1"  # `voxcast webui` address (the studio alone; `voxcast serve` mounts it on the api)
     webui_port: int = Field(7860, ge=1, le=65535)  # `voxcast webui` port
-    # Crash tests only: a worker dies of SIGSEGV at the 8th frame of a job whose script contains this text.
-    crash_on_script_text: str | None = None
-    # Fault tests only: the worker's engine loop fails (an exception inside its step) once it steps a generation of
-    # a job whose script contains this text.
-    engine_fault_on_script_text: str | None = None
+    # "module:callable" that wraps a worker's model runner before its engine gets it (`workers.engine_host`): the fault
+    # tests' way in (`tests.engine_faults:wrap_runner`); None in production.
+    engine_runner_wrapper: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
     @field_validator("data_dir")
     @classmethod
@@ -122,7 +133,7 @@ class Settings(BaseSettings):
             parse_s3_url(value)
         return value
 
-    @field_validator("storage_endpoint_url")
+    @field_validator("storage_endpoint_url", "public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
@@ -133,6 +144,20 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_case_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @property
+    def redis_url_given(self) -> bool:
+        """Whether the broker was named (`VOXCAST_REDIS_URL`, or `redis_url=`), rather than left to the default."""
+        return "redis_url" in self.model_fields_set
+
+    @model_validator(mode="after")
+    def _one_broker(self) -> Settings:
+        if self.private_redis and self.redis_url_given:
+            raise ValueError(
+                f"{ENV_PREFIX}PRIVATE_REDIS asks for a private Redis and {ENV_PREFIX}REDIS_URL names one to use; "
+                "set one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _stale_after_a_heartbeat(self) -> Settings:

@@ -5,7 +5,8 @@
     <data_dir>/jobs/<job id>/inputs/voices/<n>.wav    speaker n's voice prompt, copied at submission
     <data_dir>/jobs/<job id>/segments/<nnnn>.flac     a generated segment, 24 kHz mono, 24-bit FLAC
     <data_dir>/jobs/<job id>/segments/<nnnn>.latents.npy   its acoustic latents, [frames, latent_dim]
-    <data_dir>/jobs/<job id>/outputs/episode.<ext>    the finished episode and its .srt/.vtt/.chapters.json
+    <data_dir>/jobs/<job id>/outputs/episode.<ext>    the finished episode and its .srt/.vtt/.chapters.json/.turns.json
+    <data_dir>/shows/<show id>/artwork.<jpg|png>      a show's artwork, as uploaded
 
 A job's inputs are copied rather than referenced, so deleting a voice never breaks a job that used it.
 Every file is written to a temporary sibling, flushed to disk and renamed into place. With an object store
@@ -26,8 +27,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 import numpy as np
 import soundfile as sf
 
+from core.audio_rates import SAMPLE_RATE
 from core.file_store import FileStore, LocalFiles, file_store
-from tokenizer.rates import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -207,6 +208,15 @@ class JobFolder:
         """The frames of a segment still being generated, appended as they come (for resuming; `partial_frames`)."""
         return self.segments / f"{index:04d}.partial.frames"
 
+    def segment_live_audio(self, index: int) -> Path:
+        """The audio a segment still being generated has made so far, as the live `audio` events carried it (16-bit
+        PCM from its frame 0): what a listener who connects late hears first (`workers.live_audio`)."""
+        return self.segments / f"{index:04d}.live.pcm"
+
+    def live_audio(self) -> list[tuple[int, Path]]:
+        """(segment, file) of each segment generating here now, with its live audio so far, in segment order."""
+        return sorted((int(path.name.split(".")[0]), path) for path in self.segments.glob("*.live.pcm"))
+
     @property
     def outputs(self) -> Path:
         return self.root / "outputs"
@@ -223,7 +233,7 @@ class JobFolder:
         return left
 
     def output(self, name: str) -> Path:
-        """An output file by name: `episode.mp3`, `episode.srt`, `episode.chapters.json`."""
+        """An output file by name: `episode.mp3`, `episode.srt`, `episode.chapters.json`, `episode.turns.json`."""
         return self.outputs / name
 
 
@@ -251,6 +261,14 @@ class DataFolder:
 
     def voice(self, voice_id: str) -> Path:
         return self.root / "voices" / f"{_checked_id(voice_id)}.wav"
+
+    def show(self, show_id: str) -> Path:
+        """A show's folder: its artwork."""
+        return self.root / "shows" / _checked_id(show_id)
+
+    def show_artwork(self, show_id: str, extension: str) -> Path:
+        """A show's artwork as uploaded: `jpg` or `png`."""
+        return self.show(show_id) / f"artwork.{extension}"
 
     @property
     def trash_root(self) -> Path:

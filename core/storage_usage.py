@@ -1,22 +1,23 @@
 """How much of the data folder each API key uses, and the per-key quota (`VOXCAST_MAX_STORAGE_BYTES`).
 
 A job's bytes are stored on its row (`Job.storage_bytes`): measured from its folder when it is submitted, when
-a run of it ends and when the retention policy removes its intermediates, so usage is one query, not a walk of
-the disk. Until a run ends, a job counts what it is expected to write (`expected_job_bytes`) on top of its inputs:
-a key cannot pass its quota by submitting several long jobs at once. Voices count the size of their files.
+it ends (done, failed, cancelled: by its worker, by the worker-death guard or at once while queued) and when the
+retention policy removes its intermediates (`record_job_bytes`), so usage is one query, not a walk of the disk.
+Until it ends, a job counts what it is expected to write (`expected_job_bytes`) on top of its inputs: a key cannot
+pass its quota by submitting several long jobs at once. Voices count the size of their files.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from core.audio_formats import AUDIO_FORMATS
+from core.audio_rates import FRAMES_PER_SECOND, SAMPLE_RATE
 from core.models import ApiKey, Job, Voice
 from core.storage import DataFolder
-from tokenizer.rates import FRAMES_PER_SECOND, SAMPLE_RATE
 
 _LATENT_VALUES = 64  # VibeVoice's acoustic latent: float32 values a frame
 # What a second of generated audio takes on disk, at most: the segment counted at 4 bytes a sample (its 24-bit FLAC
@@ -41,6 +42,16 @@ def expected_job_bytes(estimated_seconds: float, formats: list[str]) -> int:
     return int(estimated_seconds * per_second)
 
 
+def record_job_bytes(session: Session, data: DataFolder, job_id: str) -> int:
+    """Measure what the job's folder holds now and store it as the job's usage; the bytes.
+
+    For a job that has ended: from then on it counts what it really holds, not what it was expected to write.
+    """
+    held = data.files.tree_bytes(data.job(job_id).root)
+    session.execute(update(Job).where(Job.id == job_id).values(storage_bytes=held))
+    return held
+
+
 def key_usage(session: Session, data: DataFolder, key: ApiKey) -> KeyUsage:
     """What `key` uses now: its jobs' bytes, its voices' files, its jobs and its minutes of finished audio."""
     jobs, job_bytes, seconds = session.execute(
@@ -57,8 +68,3 @@ def every_key_usage(session: Session, data: DataFolder) -> list[KeyUsage]:
     """Every key's usage, the largest first."""
     usages = [key_usage(session, data, key) for key in session.scalars(select(ApiKey))]
     return sorted(usages, key=lambda usage: usage.bytes, reverse=True)
-
-
-def megabytes(count: int) -> str:
-    """Bytes as people read them in messages and tables: `812.4 MB`."""
-    return f"{count / 1_000_000:,.1f} MB"

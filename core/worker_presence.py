@@ -39,6 +39,12 @@ class WorkerStatus(BaseModel):
     longest_generation_tokens: int  # prompt and new tokens one generation may reach here (context and pool allowing)
     chars_per_token: float  # its tokenizer's rate on English: the api estimates prompt lengths with it
     preemptions: int  # requests preempted (and replayed) since it started
+    frames_per_second: float = 0.0  # frames its engine made a second, over its metrics' last window
+    step_mode: str = "eager"  # how its engine decodes: "graphs", "fixed" or "eager" (pipeline.engine StepMode)
+    step_mode_reason: str = ""  # why: as configured, or what made it fall back at warm-up or since
+    cuda_graphs: int = 0  # decode-step CUDA graphs its engine holds
+    warm_up_seconds: float | None = None  # capturing graphs and checking the fast path, before its first job
+    kv_read_ratio: float | None = None  # K/V entries attention read per entry its rows could see (1.0 at best)
     started_at: datetime
     seen_at: datetime
 

@@ -1,2 +1,1 @@
-"""The batched DPM-Solver++ sampler of the serving engine. Until it lands, sampling is transformers' own
-(diffusers' `DPMSolverMultistepScheduler` inside `generate()`); see docs/architecture.md."""
+"""The batched DPM-Solver++ sampler of the serving engine, with classifier-free guidance per row."""

@@ -1,34 +1,26 @@
-"""The generation seam: segments in, their audio and latents out, through the serving engine.
+"""The generation seam: segments in, their frames and finished audio out, through the serving engine.
 
-Planning, assembly, the CLI and the workers only see `SegmentRequest` and `SegmentAudio`. Segments given
-together run concurrently in the engine's batch; each keeps its own seed, so its audio is what it would
-be alone (and what transformers' `generate()` gives for it: see `pipeline.reference`).
+Everything that runs the model goes through `SegmentGeneration`: the CLI's render (`pipeline.podcast.render_podcast`)
+and the worker's job (`workers.job_generation`) alike, regenerated turns included, by way of
+`pipeline.podcast.PlanGeneration`. Segments given together run concurrently in the engine's batch; each keeps its
+own seed, so its audio is what it would be alone (and what transformers' `generate()` gives for it: see
+`models.reference`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from pipeline.engine import Engine, EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
-from pipeline.model_loading import LoadedModel
-from pipeline.prompt import SegmentText, build_prompt_text, voice_samples_in_prompt_order
-from tokenizer.rates import SAMPLE_RATE
+from models.segment_io import GenerationSettings, SegmentAudio, prompt_inputs
+from pipeline.engine.engine import Engine
+from pipeline.engine.requests import FINAL_EVENTS, EngineEvent, EventKind, GenerationRequest, Replay, RequestHandle
+from script_text.prompt import SegmentText
 
-FrameCallback = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Quality knobs of one generation; defaults are the original demo's."""
-
-    cfg_scale: float = 1.3
-    diffusion_steps: int = 10
-    seed: int = 0
+WAIT_SECONDS = 0.1  # the longest `updates` waits for an event when a background thread steps the engine
 
 
 @dataclass(frozen=True)
@@ -49,55 +41,8 @@ class SegmentRequest:
     priority: int = 5
 
 
-@dataclass(frozen=True)
-class SegmentAudio:
-    """What one generation produced: 24 kHz mono float32 audio and one latent per 7.5 Hz frame."""
-
-    audio: np.ndarray
-    latents: torch.Tensor  # [frames, latent_dim], float32 on the CPU
-    frames: int
-    reached_frame_budget: bool
-
-    @property
-    def seconds(self) -> float:
-        return len(self.audio) / SAMPLE_RATE
-
-
 class GenerationError(RuntimeError):
-    """The engine failed or cancelled a segment."""
-
-
-def prompt_inputs(loaded: LoadedModel, text: SegmentText, voices: Mapping[int, np.ndarray]) -> PromptInputs:
-    """Tokenise the prompt and prepare the voice samples with the checkpoint's own processor."""
-    processor = loaded.processor
-    prompt = build_prompt_text(text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token)
-    samples = [np.asarray(voice, dtype=np.float32) for voice in voice_samples_in_prompt_order(text, voices)]
-    batch = processor(text=[prompt], audio=samples, sampling_rate=SAMPLE_RATE, return_tensors="pt")
-    return PromptInputs(batch["input_ids"], batch.get("input_values"), batch.get("padding_mask"))
-
-
-def prompt_token_count(loaded: LoadedModel, text: SegmentText, voices: Mapping[int, np.ndarray]) -> int:
-    """The prompt's length in tokens without preparing any audio: text tokens plus one per voice frame."""
-    processor = loaded.processor
-    prompt = build_prompt_text(text, processor.audio_bos_token, processor.audio_token, processor.audio_eos_token)
-    samples = voice_samples_in_prompt_order(text, voices)
-    hop = processor.feature_extractor.pad_to_multiple_of
-    text_tokens = len(processor.tokenizer(prompt)["input_ids"]) - len(samples)  # placeholders become voice frames
-    return text_tokens + sum(math.ceil(len(voice) / hop) for voice in samples)
-
-
-# English dialogue, for measuring a tokenizer's rate (`chars_per_token`).
-_RATE_SAMPLE = (
-    "Welcome back to the show. Today we are talking about how small studios make long podcasts, what the new "
-    "tools change for them, and why listeners still care most about a good conversation. Thanks for having me; "
-    "it has been quite a week, and I think the short answer is that the promises were bold and the rollout bumpy."
-)
-
-
-def chars_per_token(loaded: LoadedModel) -> float:
-    """Characters of English dialogue per token of the model's tokenizer (about 4 for Qwen2's): what lets a
-    service without the tokenizer estimate a script's prompt length."""
-    return len(_RATE_SAMPLE) / len(loaded.processor.tokenizer(_RATE_SAMPLE)["input_ids"])
+    """The engine failed or cancelled a segment (raised by callers that give up on the first `SegmentFailed`)."""
 
 
 def frame_budget(engine: Engine, prompt_tokens: int, max_frames: int) -> int:
@@ -111,7 +56,7 @@ def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool =
     engine can hold after the prompt (the model's context, its K/V pool); a prompt that leaves nothing fails
     with the numbers."""
     if engine.loaded is None:
-        raise ValueError("this engine was built without its model; build it with Engine.for_model")
+        raise ValueError("this engine was built without its model; build it with pipeline.engine.factory")
     settings = request.settings
     prompt = prompt_inputs(engine.loaded, request.text, request.voices)
     return engine.submit(
@@ -130,72 +75,109 @@ def submit_segment(engine: Engine, request: SegmentRequest, *, streaming: bool =
     )
 
 
-def generate_segments(
-    engine: Engine,
-    requests: Sequence[SegmentRequest],
-    on_frame: Callable[[int, int], None] | None = None,
-    on_latent: Callable[[int, torch.Tensor], None] | None = None,
-    on_audio: Callable[[int, np.ndarray], None] | None = None,
-) -> list[SegmentAudio]:
-    """Generate all `requests` concurrently; `on_frame(index, frames_so_far)` reports each one's progress,
-    `on_latent(index, latent)` hands over every frame's latent as it comes (to store it for resuming) and
-    `on_audio(index, samples)` its audio (to play it before the segment ends).
+@dataclass(frozen=True)
+class SegmentFrame:
+    """One more frame of a segment: its 3200 samples at 24 kHz, its latent [latent_dim], the tokens leading to it."""
 
-    Raises GenerationError if any segment fails or is cancelled (the others are cancelled too).
+    index: int  # the caller's key for the segment (its index in the plan)
+    frames: int  # frames of the segment so far, this one included (a resumed segment's replay counts from 1)
+    samples: np.ndarray
+    latent: np.ndarray
+    tokens: tuple[int, ...]  # chosen since the segment's previous frame, ending with this frame's
+
+
+@dataclass(frozen=True)
+class SegmentDone:
+    """A segment the engine finished: every frame's audio and latent, together."""
+
+    index: int
+    result: SegmentAudio
+
+
+@dataclass(frozen=True)
+class SegmentFailed:
+    index: int
+    message: str  # names the segment, e.g. "segment 3 failed: generation failed: CUDA out of memory"
+
+
+SegmentUpdate = SegmentFrame | SegmentDone | SegmentFailed
+
+
+class SegmentGeneration:
+    """Segments generating side by side in the engine; their frames and ends, as they come.
+
+    Each segment's frames are collected here until its final event, which becomes one `SegmentDone` or
+    `SegmentFailed`; the caller handles each as it ends, while the others carry on. All calls come from one thread.
     """
-    handles = [submit_segment(engine, request) for request in requests]
-    collected: list[list[EngineEvent]] = [[] for _ in handles]
-    finals: dict[int, EngineEvent] = {}
-    index_of = {handle.request_id: i for i, handle in enumerate(handles)}
 
-    def on_event(event: EngineEvent) -> None:
-        i = index_of[event.request_id]
-        if event.kind is EventKind.AUDIO:
-            collected[i].append(event)
-            if on_latent is not None:
-                on_latent(i, event.latent)
-            if on_audio is not None:
-                on_audio(i, event.audio)
-            if on_frame is not None:
-                on_frame(i, event.frames)
-        elif event.kind in (EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED):
-            finals[i] = event
+    def __init__(self, engine: Engine, handles: Mapping[int, RequestHandle], budgets: Mapping[int, int]) -> None:
+        self.engine = engine
+        self._handles = dict(handles)  # key -> handle, until its final event
+        self._budgets = dict(budgets)  # key -> its frame budget
+        self._admitted: set[int] = set()  # segments the engine has started (has given a row)
+        self._audio: dict[int, list[np.ndarray]] = {key: [] for key in handles}
+        self._latents: dict[int, list[torch.Tensor]] = {key: [] for key in handles}
 
-    try:
-        engine.wait(handles, on_event)
-    except BaseException:
-        for handle in handles:
+    @classmethod
+    def start(cls, engine: Engine, requests: Mapping[int, SegmentRequest]) -> SegmentGeneration:
+        """Submit every request at once (keyed as the caller names its segments); if one cannot be submitted, none
+        stays queued."""
+        handles: dict[int, RequestHandle] = {}
+        try:
+            for key, request in requests.items():
+                handles[key] = submit_segment(engine, request)
+        except BaseException:
+            for handle in handles.values():
+                handle.cancel()
+            raise
+        return cls(engine, handles, {key: request.max_frames for key, request in requests.items()})
+
+    @property
+    def running(self) -> bool:
+        """Whether a segment still has its final event to come."""
+        return bool(self._handles)
+
+    def updates(self, timeout: float = WAIT_SECONDS) -> list[SegmentUpdate]:
+        """What the engine did since the last call (see `Engine.next_events`: a caller without the engine's thread
+        steps it here).
+
+        It waits on a segment that holds a row (they all get their frames at the end of an engine step), so a
+        call returns about once a step while any of the segments generates.
+        """
+        if not self._handles:
+            return []
+        order = sorted(self._handles, key=lambda key: key not in self._admitted)
+        keys = {handle.request_id: key for key, handle in self._handles.items()}
+        events = self.engine.next_events([self._handles[key] for key in order], timeout)
+        return [update for event in events for update in self._update(keys[event.request_id], event)]
+
+    def cancel(self) -> None:
+        """Stop every segment still generating, at the engine's next step."""
+        for handle in self._handles.values():
             handle.cancel()
-        raise
-    failed = [(i, event) for i, event in sorted(finals.items()) if event.kind is not EventKind.FINISHED]
-    if failed:
-        for handle in handles:
-            handle.cancel()
-        i, event = failed[0]
-        raise GenerationError(f"segment {i + 1} {event.kind.value}: {event.reason}")
-    return [_segment_audio(events, request) for events, request in zip(collected, requests, strict=True)]
+        self._handles.clear()
+
+    def _update(self, key: int, event: EngineEvent) -> list[SegmentUpdate]:
+        if event.kind is EventKind.STARTED:
+            self._admitted.add(key)
+        elif event.kind is EventKind.AUDIO:
+            self._audio[key].append(event.audio)
+            self._latents[key].append(event.latent)
+            return [SegmentFrame(key, event.frames, event.audio, event.latent.numpy(), event.tokens)]
+        elif event.kind in FINAL_EVENTS:
+            del self._handles[key]
+            self._admitted.discard(key)
+            audio, latents = self._audio.pop(key), self._latents.pop(key)
+            if event.kind is not EventKind.FINISHED:
+                return [SegmentFailed(key, f"segment {key + 1} {event.kind.value}: {event.reason}")]
+            return [SegmentDone(key, _segment_audio(audio, latents, self._budgets[key]))]
+        return []
 
 
-def generate_segment(
-    engine: Engine,
-    request: SegmentRequest,
-    on_frame: FrameCallback | None = None,
-    on_latent: Callable[[torch.Tensor], None] | None = None,
-    on_audio: Callable[[np.ndarray], None] | None = None,
-) -> SegmentAudio:
-    """One segment through the engine; `on_frame(frames_so_far)` reports progress, `on_latent(latent)` and
-    `on_audio(samples)` hand over each frame's latent and audio."""
-    report = None if on_frame is None else (lambda _, frames: on_frame(frames))
-    keep = None if on_latent is None else (lambda _, latent: on_latent(latent))
-    play = None if on_audio is None else (lambda _, samples: on_audio(samples))
-    return generate_segments(engine, [request], report, keep, play)[0]
-
-
-def _segment_audio(events: list[EngineEvent], request: SegmentRequest) -> SegmentAudio:
-    latent_dim = 0 if not events else events[0].latent.shape[-1]
+def _segment_audio(audio: list[np.ndarray], latents: list[torch.Tensor], max_frames: int) -> SegmentAudio:
     return SegmentAudio(
-        audio=np.concatenate([event.audio for event in events]) if events else np.zeros(0, dtype=np.float32),
-        latents=torch.stack([event.latent for event in events]) if events else torch.zeros(0, latent_dim),
-        frames=len(events),
-        reached_frame_budget=len(events) >= request.max_frames,
+        audio=np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32),
+        latents=torch.stack(latents) if latents else torch.zeros(0, 0),
+        frames=len(latents),
+        reached_frame_budget=len(latents) >= max_frames,
     )

@@ -1,13 +1,70 @@
-"""Shared fixtures: tiny checkpoints in both layouts (built once per session) and the example data."""
+"""Shared fixtures: tiny checkpoints in both layouts (built once per session), the example data, the job service's
+processes, the voxcast command in a subprocess (`run_cli`) and `voxcast serve` (`serve_process`). Those that start
+processes make a test `slow` (tests/tiers.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from tests.serve_process import Serve
+
+# One torch thread per process, set before anything imports torch (the service processes the tests start inherit
+# it): the suite runs two test processes on two cores, and their OpenMP threads spinning against each other made a
+# parity test take 20 to 45 s instead of 2.5. A developer may still set another count.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# tests/tiers.py: what makes a test `slow` (the everyday tier leaves it out); tests/test_tiers.py runs pytest on small
+# made-up test files.
+pytest_plugins = ["pytester", "tests.tiers"]
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]  # what `run_cli` gives
+
+
+@pytest.fixture
+def run_cli() -> RunCli:
+    """`run_cli(*args, env=..., cwd=..., timeout=...)`: `voxcast <args>` in a subprocess as a user runs it (`python -m
+    cli.main`), output captured as text; `env` is laid over this process's environment. Taking it makes a test slow."""
+
+    def run(
+        *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "cli.main", *args]
+        environment = {**os.environ, **(env or {})}
+        return subprocess.run(
+            command, cwd=cwd or ROOT, env=environment, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    return run
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path, tiny_hf_checkpoint: Path) -> Iterator[Callable[..., Serve]]:
+    """`serve_process(redis_url=None, faults=None, **settings)`: `voxcast serve` on the tiny checkpoint in a folder of
+    its own (tests/serve_process.py's `Serve`, not yet started; `redis_url` None: its private Redis); every one made
+    is stopped afterwards. Taking it makes a test slow."""
+    from tests.serve_process import Serve
+
+    made: list[Serve] = []
+
+    def make(redis_url: str | None = None, faults: dict[str, str] | None = None, **settings: str) -> Serve:
+        root = tmp_path / f"serve{len(made)}"
+        root.mkdir()
+        made.append(Serve(root, tiny_hf_checkpoint, redis_url, faults, **settings))
+        return made[-1]
+
+    yield make
+    for serve in made:
+        serve.stop()
 
 
 @pytest.fixture(scope="session")
@@ -20,14 +77,23 @@ def examples() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_hf_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipeline.tiny_checkpoint import write_tiny_checkpoint
+    from models.tiny_checkpoint import write_tiny_checkpoint
 
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-hf"), layout="hf")
 
 
 @pytest.fixture(scope="session")
+def tiny_attentive_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint with weights scaled so that every key the LM attends to moves the latents: what parity
+    tests run on, so that a wrong attention mask fails them."""
+    from models.tiny_checkpoint import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-attentive"), layout="hf", attentive=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_original_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipeline.tiny_checkpoint import write_tiny_checkpoint
+    from models.tiny_checkpoint import write_tiny_checkpoint
 
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-original"), layout="original")
 
@@ -128,12 +194,20 @@ class ServiceStack:
             "--port", str(port),
         ]  # fmt: skip
 
-    def start_worker(self, max_jobs: int | None = None):  # type: ignore[no-untyped-def]
+    def start_worker(self, max_jobs: int | None = None, *, as_compose: bool = False):  # type: ignore[no-untyped-def]
         """A worker process running up to `max_jobs` jobs at once (default: the stack's `worker_max_jobs`); returns
-        once it has loaded its model and is consuming."""
+        once it has loaded its model and is consuming. `as_compose`: started as docker compose starts one,
+        `voxcast serve --only worker`, which replaces itself with the same Celery worker (the same process)."""
+        import sys
+
         from cli.serve import worker_command
 
-        return self._start(worker_command(self.settings, max_jobs), "worker", "worker ready")
+        if as_compose:
+            jobs = [] if max_jobs is None else ["--max-jobs", str(max_jobs)]
+            command = [sys.executable, "-m", "cli.main", "serve", "--only", "worker", *jobs]
+        else:
+            command = worker_command(self.settings, max_jobs)
+        return self._start(command, "worker", "worker ready")
 
     def _start(self, command: list[str], kind: str, ready: str):  # type: ignore[no-untyped-def]
         """Start `command` as one of the stack's workers, logging to `<kind>-<n>.log`, and wait for `ready` there."""
@@ -201,7 +275,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def service_redis_url() -> str:
     """The shared Redis (database 13), or a skip saying it does not answer."""
-    from cli.serve import redis_problem
+    from cli.broker import redis_problem
 
     problem = redis_problem(SERVICE_REDIS_URL)
     if problem is not None:
@@ -319,6 +393,21 @@ def make_service_stack(tmp_path_factory: pytest.TempPathFactory, tiny_hf_checkpo
         stack.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_stack(tmp_path_factory: pytest.TempPathFactory, tiny_hf_checkpoint: Path, service_redis_url: str):
+    """One api and worker with the default settings for the session (for each xdist worker), for the files that
+    only submit jobs and read what comes back under keys of their own.
+
+    A file that kills, restarts or reconfigures its stack, counts what every key holds, or fills the worker past
+    what its own tests need, starts a stack of its own with `make_service_stack` instead.
+    """
+    stack = ServiceStack(tmp_path_factory.mktemp("shared-service"), str(tiny_hf_checkpoint), service_redis_url)
+    try:
+        yield stack.start()
+    finally:
+        stack.stop()
+
+
 @pytest.fixture(scope="module")
 def postgres_or_sqlite_url() -> Iterator[str | None]:
     """A fresh PostgreSQL database for the module (dropped afterwards), or None (SQLite) when PostgreSQL does not answer.
@@ -353,7 +442,7 @@ def voice_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_instruct_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2 instruct checkpoint (chat template included) for the script-drafting stage."""
-    from pipeline.tiny_instruct import write_tiny_instruct_checkpoint
+    from models.tiny_instruct import write_tiny_instruct_checkpoint
 
     return write_tiny_instruct_checkpoint(tmp_path_factory.mktemp("tiny-instruct"))
 

@@ -18,8 +18,8 @@ from assembly.episode import Episode, EpisodeFiles, OutputError, audio_format_fo
 from assembly.loudness import PEAK_CEILING_DBFS, TARGET_LUFS, normalize_loudness, silence
 from assembly.transcripts import Chapter, chapters_from_turns, format_srt, format_vtt
 from core.audio_formats import AUDIO_FORMATS, BITRATES, AudioFormat, BitrateFormat
-from pipeline.timeline import TimedTurn
-from tokenizer.rates import SAMPLE_RATE
+from core.audio_rates import SAMPLE_RATE
+from script_text.timeline import TimedTurn
 
 CEILING = 10.0 ** (PEAK_CEILING_DBFS / 20.0)
 
@@ -316,22 +316,26 @@ def test_write_episode_creates_all_files_beside_audio(tmp_path: Path) -> None:
         srt=folder / "show.v2.srt",
         vtt=folder / "show.v2.vtt",
         chapters=folder / "show.v2.chapters.json",
+        turns=folder / "show.v2.turns.json",
     )
     assert sorted(p.name for p in folder.iterdir()) == [
         "show.v2.chapters.json",
         "show.v2.srt",
+        "show.v2.turns.json",
         "show.v2.vtt",
         "show.v2.wav",
     ]
     assert files.srt.read_text(encoding="utf-8") == format_srt(turns)
     assert files.vtt.read_text(encoding="utf-8") == format_vtt(turns)
 
-    doc = json.loads(files.chapters.read_text(encoding="utf-8"))
+    chapters = json.loads(files.chapters.read_text(encoding="utf-8"))  # Podcasting 2.0's JSON chapters
+    assert chapters == {
+        "version": "1.2.0",
+        "chapters": [{"startTime": 0.0, "endTime": 2.9, "title": "Alice: Welcome to the show."}],
+    }
+    doc = json.loads(files.turns.read_text(encoding="utf-8"))
     assert doc["version"] == 1
     assert doc["duration"] == 3.001  # 72012 samples, rounded to ms
-    assert doc["chapters"] == [
-        {"title": "Alice: Welcome to the show.", "start": 0.0, "end": 2.9},
-    ]
     assert doc["turns"][0] == {
         "index": 0,
         "speaker": "Alice",
@@ -387,4 +391,4 @@ def test_rewriting_replaces_files_and_leaves_no_temporaries(tmp_path: Path) -> N
     write_episode(make_episode(seconds=2.0), target)
     assert leftovers(tmp_path) == []
     assert sf.info(str(target)).frames == 2 * SAMPLE_RATE
-    assert json.loads((tmp_path / "ep.chapters.json").read_text())["duration"] == 2.0
+    assert json.loads((tmp_path / "ep.turns.json").read_text())["duration"] == 2.0

@@ -18,8 +18,8 @@ from assembly import episode as assembly
 from assembly.audio_encoding import EncoderCrashed, EncodingError, encode_in_child
 from assembly.episode import Episode, write_episode
 from core.audio_formats import AUDIO_FORMATS
-from pipeline.timeline import TimedTurn
-from tokenizer.rates import SAMPLE_RATE
+from core.audio_rates import SAMPLE_RATE
+from script_text.timeline import TimedTurn
 
 CRASHING_SECONDS = 120  # one Vorbis write this long overflows an 8 MiB stack (90 s and up crash, 60 s does not)
 MARK_SECONDS = 0.5
@@ -115,5 +115,5 @@ def test_a_three_hour_episode_in_every_format_decodes_back_whole(tmp_path: Path)
         onsets = mark_onsets(decoded, minutes)
         assert all(0 <= onset <= 8 for onset in onsets), (path.name, [o for o in onsets if not 0 <= o <= 8][:5])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [*(p.name for p in written), "episode.srt", "episode.vtt", "episode.chapters.json"]
+        [*(p.name for p in written), "episode.srt", "episode.vtt", "episode.chapters.json", "episode.turns.json"]
     )

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"rtf", "ttfa_p50_s", "ttfa_p95_s", "on_time_share", "peak_mem_bytes", "audio_s", "wall_s"}
 
 
+@pytest.mark.slow  # the benchmark's own process loads the model and generates on three paths
 def test_bench_writes_every_path_and_the_ratios(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     command = [sys.executable, "bench/engine.py", "--size", "tiny", "--concurrency", "2", "--arrivals", "poisson"]
@@ -31,6 +32,7 @@ def test_bench_writes_every_path_and_the_ratios(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None:
     """bench/gpu.sh meets its GPU once per task at best: its plumbing is proven here, at tiny sizes."""
     settings = {
@@ -64,10 +66,16 @@ def test_the_gpu_script_runs_end_to_end_small_on_the_cpu(tmp_path: Path) -> None
     }
     assert {file.stem for file in tmp_path.glob("*.json")} == runs
     table = (tmp_path / "table.md").read_text().splitlines()
-    assert table[0].startswith("| run | requests | policy | path | RTF |")
+    assert table[0].startswith("| run | requests | policy | path | step | RTF |")
     assert sum(line.startswith("| offline-c1 | 1 | offline |") for line in table) == 2  # hf_sequential, engine
     assert "# done in" in (tmp_path / "gpu.log").read_text()
     (memory,) = [line for line in table if line.startswith("longform: K/V pool")]
     assert "the slot design would reserve" in memory and "short requests' TTFA" in memory
     longform = json.loads((tmp_path / "longform.json").read_text())
     assert 0 < longform["engine_memory"]["paged_peak_bytes"] < longform["engine_memory"]["slot_design_bytes"]
+    # beside the long generation, the short ones read their own keys: at most twice what the rows could see
+    assert 1.0 <= longform["kv_read_ratio"] <= 2.0
+    # how each run's engine got ready: the step it decodes with (the eager one on a CPU by default) and why
+    assert longform["setup"]["engine"]["step_mode"] == "eager"
+    (ready,) = [line for line in table if line.startswith("longform: step eager (")]
+    assert "CUDA graphs" in ready and "K/V blocks of 16 tokens" in ready

@@ -22,6 +22,10 @@ import soundfile as sf
 from tests.synthetic_audio import voice_like
 from tokenizer.voice_prompt import MAX_SECONDS, MIN_SECONDS
 
+# About twenty interpreter starts, each importing torch: minutes of CPU on two cores (refusals in this process:
+# tests/test_cli_script.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("voxcast")
 # What the `voxcast` console script does, for a checkout where it is not installed.

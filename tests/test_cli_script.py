@@ -1,24 +1,21 @@
 """`voxcast script normalise|draft`: what a user sees, on real files.
 
 Two runs go through the real console command in a subprocess (the parser path, and a draft on the
-`tiny-random` model that must fail clearly); the rest call `cli.main.main` in this process, which is
+`tiny-random` model that must fail clearly: `run_cli`, so they are slow); the rest call `cli.main.main` in this process, which is
 the same code without paying an interpreter start and the torch import per case. Every refusal is one
 `error:` line, exit code 2, and nothing written; a script model that gives no valid script is exit code 1.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cli.main import main
 from cli.script import MAX_INPUT_BYTES
+from tests.conftest import RunCli
 
-ROOT = Path(__file__).resolve().parents[1]
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 TWO_SPEAKERS = "Alice: Welcome to the show.\nBob: Thanks for having me.\n"
 MESSY_TRANSCRIPT = (
@@ -29,13 +26,6 @@ MESSY_TRANSCRIPT = (
 )
 NOTES = "# Tea\n- green tea is unoxidised\n- black tea is fully oxidised\n- oolong sits between\n"
 UNREACHABLE = "voxcast-test/no-such-instruct-model"
-
-
-def run_console(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "cli.main", *args]
-    return subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
-    )
 
 
 @pytest.fixture
@@ -63,8 +53,8 @@ def only_error_line(stderr: str) -> str:
 # --- the console command ---------------------------------------------------------------------------------
 
 
-def test_console_normalise_prints_a_script_the_parser_reads(tmp_path: Path) -> None:
-    result = run_console(
+def test_console_normalise_prints_a_script_the_parser_reads(tmp_path: Path, run_cli: RunCli) -> None:
+    result = run_cli(
         "script", "normalise", str(write(tmp_path, "t.txt", TWO_SPEAKERS)), env={"VOXCAST_SCRIPT_MODEL": UNREACHABLE}
     )
     assert result.returncode == 0, result.stderr
@@ -72,9 +62,10 @@ def test_console_normalise_prints_a_script_the_parser_reads(tmp_path: Path) -> N
     assert "read as is by the parser, no model needed" in result.stderr
 
 
-def test_console_draft_on_tiny_random_retries_then_fails_clearly(tmp_path: Path) -> None:
+def test_console_draft_on_tiny_random_retries_then_fails_clearly(tmp_path: Path, run_cli: RunCli) -> None:
+    """The console process loads the tiny-random script model and generates three replies."""
     output = tmp_path / "out" / "script.txt"
-    result = run_console(
+    result = run_cli(
         "script", "draft", str(write(tmp_path, "notes.md", NOTES)), "--hosts", "2", "--minutes", "1",
         "-o", str(output), "--script-model", "tiny-random",
         env={"VOXCAST_SCRIPT_MAX_NEW_TOKENS": "24"},

@@ -3,7 +3,7 @@
 - a worker killed with SIGKILL is started again while the api answers, and `/health` and the admin view say so;
 - SIGTERM and SIGINT stop serve and its worker, exit 0 and leave no process behind;
 - serve runs script jobs on a scripts worker of its own, which stops with it;
-- a poison job (one that crashes every worker it meets: `VOXCAST_CRASH_ON_SCRIPT_TEXT`, a real SIGSEGV) fails
+- a poison job (one that crashes every worker it meets: `tests.engine_faults`, a real SIGSEGV) fails
   after `VOXCAST_MAX_WORKER_DEATHS` attempts, while the jobs beside it finish;
 - the crash matrix: jobs of both modes and every format in flight, the worker killed with SIGKILL and SIGSEGV at
   seeded random points; every job ends done and equal to an uninterrupted run, and the api answers throughout;
@@ -17,170 +17,30 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-import soundfile as sf
 
-from tests.conftest import ROOT, free_port
+from tests.serve_process import FINAL, Heartbeats, Serve, episode_files, gone, submit
 from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, upload_voice
-from workers.supervisor import stop_process
 
-FINAL = {"done", "failed", "cancelled"}
 MATRIX_SEED = 20_261_130
 POISON = "POISON-PILL"
 ENGINE_FAULT = "ENGINE-BREAKER"
 
 
-class Serve:
-    """`voxcast serve` in single-user mode (no keys) on a port of its own, its output in a log file."""
-
-    def __init__(self, root: Path, model: Path, redis_url: str, **settings: str) -> None:
-        self.root = root
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = root / "serve.log"
-        self.env = {
-            **os.environ,
-            "VOXCAST_DATA_DIR": str(root / "data"),
-            "VOXCAST_REDIS_URL": redis_url,
-            "VOXCAST_REDIS_NAMESPACE": f"serve-{root.name}",
-            "VOXCAST_WORKER_MODEL": str(model),
-            "VOXCAST_SINGLE_USER": "1",
-            "VOXCAST_LOG_LEVEL": "INFO",
-            "VOXCAST_HEARTBEAT_SECONDS": "0.5",
-            "VOXCAST_STALE_AFTER_SECONDS": "30",  # the supervisor, not the sweeper, takes a dead worker's jobs back
-            # single-user mode sends every request under one key, and these tests poll every job ten times a second
-            "VOXCAST_MAX_REQUESTS_PER_MINUTE": "0",
-            **{f"VOXCAST_{name.upper()}": value for name, value in settings.items()},
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-        self.client = httpx.Client(base_url=self.url, timeout=30)
-
-    def start(self) -> Serve:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "serve", "--port", str(self.port)],
-                env=self.env,
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self.wait_until(lambda: self.health().get("status") == "ok", "serve to start with a live worker", 120)
-        return self
-
-    def health(self) -> dict:
-        try:
-            return self.client.get("/health", timeout=5).json()
-        except httpx.HTTPError:
-            return {}
-
-    def workers(self) -> dict:
-        response = self.client.get("/v1/admin/workers")
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def worker_pid(self) -> int:
-        supervised = self.workers()["supervised"]
-        assert supervised["state"] == "running", supervised
-        return supervised["pid"]
-
-    def wait_until(self, condition: Callable[[], object], what: str, timeout: float = 120) -> object:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise AssertionError(f"serve ended ({self.process.returncode}) waiting for {what}: {self.tail()}")
-            value = condition()
-            if value:
-                return value
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail()}")
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
-
-    def job(self, job_id: str) -> dict:
-        response = self.client.get(f"/v1/jobs/{job_id}")
-        assert response.status_code == 200, f"job {job_id}: {response.status_code} {response.text}"
-        return response.json()
-
-    def wait_for_jobs(self, job_ids: list[str], timeout: float = 300) -> dict[str, dict]:
-        self.wait_until(lambda: all(self.job(job_id)["state"] in FINAL for job_id in job_ids), "the jobs", timeout)
-        return {job_id: self.job(job_id) for job_id in job_ids}
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            stop_process(self.process, 60)
-        self.client.close()
-
-
 @pytest.fixture
-def serve(tmp_path: Path, tiny_hf_checkpoint: Path, service_redis_url: str) -> Iterator[Callable[..., Serve]]:
-    """Start `voxcast serve` with extra settings; every one started is stopped afterwards."""
-    started: list[Serve] = []
+def serve(serve_process: Callable[..., Serve], service_redis_url: str) -> Callable[..., Serve]:
+    """Start `voxcast serve` on the shared Redis with extra settings (`serve_process` stops it afterwards)."""
 
-    def start(**settings: str) -> Serve:
-        root = tmp_path / f"serve{len(started)}"
-        root.mkdir()
-        started.append(Serve(root, tiny_hf_checkpoint, service_redis_url, **settings))
-        return started[-1].start()
+    def start(faults: dict[str, str] | None = None, **settings: str) -> Serve:
+        return serve_process(service_redis_url, faults, **settings).start()
 
-    yield start
-    for running in started:
-        running.stop()
-
-
-class Heartbeats:
-    """Asks the api `/healthz` every 50 ms in a thread, and counts the answers that were not a 200."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.asked = 0
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Heartbeats:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=5) as client:
-            while not self._stop.wait(0.05):
-                self.asked += 1
-                try:
-                    status = client.get(f"{self.url}/healthz").status_code
-                except httpx.HTTPError as error:
-                    self.failures.append(repr(error))
-                    continue
-                if status != 200:
-                    self.failures.append(f"status {status}")
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def submit(serve: Serve, voice: str, script: str = FOUR_TURNS, **options: object) -> str:
-    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "settings": FOUR_TURNS_SETTINGS, **options}
-    response = serve.client.post("/v1/jobs", json=body)
-    assert response.status_code == 202, response.text
-    return response.json()["id"]
+    return start
 
 
 def test_a_killed_worker_is_started_again_while_the_api_answers(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
@@ -251,7 +111,7 @@ def test_serve_runs_script_jobs_on_a_scripts_worker_it_stops_with_itself(serve) 
 def test_a_poison_job_fails_after_the_allowed_worker_deaths_and_the_jobs_beside_it_finish(
     serve, voice_wav: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    running = serve(crash_on_script_text=POISON, max_worker_deaths="2")
+    running = serve({"FAULT_CRASH_ON_TEXT": POISON}, max_worker_deaths="2")
     voice = upload_voice(running.client, voice_wav, "voice")
     innocent = [submit(running, voice, mode="turns", formats=["wav"]) for _ in range(2)]
     poison_script = f"Alice: This one is a {POISON}, said slowly.\nBob: And this one follows it."
@@ -268,13 +128,17 @@ def test_a_poison_job_fails_after_the_allowed_worker_deaths_and_the_jobs_beside_
     running.wait_until(lambda: running.health()["supervised_worker"]["restarts"] == 2, "the second restart")
     running.wait_until(lambda: running.health()["status"] == "ok", "the third worker to be ready")
     assert running.workers()["supervised"]["last_exit"] == "killed by SIGSEGV"
+    # every job has ended, the poison one by the guard: each counts what its folder holds, not its estimate
+    data = running.root / "data"
+    held = sum(path.stat().st_size for folder in ("jobs", "voices") for path in (data / folder).rglob("*") if path.is_file())
+    assert running.client.get("/v1/usage").json()["bytes"] == held
 
 
 def test_a_dead_engine_ends_its_worker_which_is_restarted_and_its_jobs_run_again(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
-    """The engine loop itself fails (`VOXCAST_ENGINE_FAULT_ON_SCRIPT_TEXT`: an exception inside its step, as a bug
+    """The engine loop itself fails (`tests.engine_faults`: an exception inside its step, as a bug
     in it would raise): the worker exits with status 4 instead of failing its jobs or hanging them, the supervisor
     starts a new one, and the jobs run again; the job that kills the engine every time is failed by the guard."""
-    running = serve(engine_fault_on_script_text=ENGINE_FAULT, max_worker_deaths="2")
+    running = serve({"FAULT_ENGINE_ERROR_ON_TEXT": ENGINE_FAULT}, max_worker_deaths="2")
     voice = upload_voice(running.client, voice_wav, "voice")
     innocent = [submit(running, voice, mode="turns", formats=["wav"]) for _ in range(2)]
     faulty = submit(
@@ -305,12 +169,6 @@ MATRIX_JOBS = [
 ]
 
 
-def episode_files(serve: Serve, job_id: str, formats: list[str]) -> dict[str, np.ndarray]:
-    folder = serve.root / "data" / "jobs" / job_id / "outputs"
-    return {audio_format: sf.read(folder / f"episode.{audio_format}", dtype="float32")[0] for audio_format in formats}
-
-
-@pytest.mark.slow
 def test_the_crash_matrix_every_job_ends_equal_to_an_uninterrupted_run(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
     # Enough allowed deaths that no job is failed by the guard: the matrix checks resumption, the poison test the guard.
     running = serve(max_worker_deaths="5")
@@ -354,7 +212,7 @@ def snr_db(signal: np.ndarray, reference: np.ndarray) -> float:
     return float("inf") if difference == 0 else 10 * np.log10(float(np.mean(reference**2)) / difference)
 
 
-@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_a_four_minute_job_finishes_in_every_format(serve, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
     """Before the encoder wrote in blocks, an `ogg` episode past about 85 s killed the worker, again and again."""
     running = serve()

@@ -17,10 +17,19 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.engine import Engine, EngineConfig, EventKind, GenerationRequest, PromptInputs
+from models.segment_io import PromptInputs
+from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.kv_blocks import NULL_BLOCK, CacheSpan
-from pipeline.engine.requests import FINAL_EVENTS
-from pipeline.engine.step_records import RequestStart, RowOutcome, RunnerSpec, StepInput
+from pipeline.engine.requests import FINAL_EVENTS, EventKind, GenerationRequest
+from pipeline.engine.step_records import (
+    FastPath,
+    KeyReads,
+    RequestStart,
+    RowOutcome,
+    RunnerSpec,
+    StepInput,
+    StepMode,
+)
 
 FRAME, EOS, SPEECH_START, SPEECH_END = 1, 2, 3, 4
 SAMPLES = 4
@@ -41,6 +50,14 @@ class FakeRunner:
     @property
     def unread(self) -> frozenset[int]:
         return frozenset()
+
+    @property
+    def fast_path(self) -> FastPath:
+        return FastPath(StepMode.EAGER, "a fake runner")
+
+    @property
+    def key_reads(self) -> KeyReads:
+        return KeyReads()
 
     def overlaps(self, diffusion_steps: set[int]) -> bool:
         return False
@@ -198,10 +215,19 @@ def test_a_dead_loop_fails_every_request_and_returns_their_waits() -> None:
     handles = [engine.submit(request()) for _ in range(2)]
     engine.start()
     finals = []
-    waiter = threading.Thread(target=lambda: engine.wait(handles, lambda event: finals.append(event)))
+
+    def wait_for_every_final_event() -> None:
+        pending = list(handles)
+        while pending:
+            for event in engine.next_events(pending, 0.05):
+                finals.append(event)
+                if event.kind in FINAL_EVENTS:
+                    pending = [handle for handle in pending if handle.request_id != event.request_id]
+
+    waiter = threading.Thread(target=wait_for_every_final_event)
     waiter.start()
     waiter.join(10)
-    assert not waiter.is_alive(), "wait() hung on a dead engine"
+    assert not waiter.is_alive(), "next_events() never gave a dead engine's final events"
     failed = [event for event in finals if event.kind is EventKind.FAILED]
     assert len(failed) == 2 and all(event.reason == "KeyError: 'a bug'" for event in failed)
     assert engine.dead == "KeyError: 'a bug'"

@@ -1,10 +1,14 @@
 """Parity: a request's audio and latents from the engine equal transformers' `generate()` for it alone.
 
-Float32 on the CPU with a tiny checkpoint. Each test mixes requests of different prompt and output
+Float32 on the CPU with a tiny checkpoint whose attention matters (hiding one key moves the latents far beyond
+the tolerance: `test_hiding_one_key_more_or_less_moves_the_latents_far_beyond_the_tolerance`). Each test mixes requests of different prompt and output
 lengths, seeds and settings, joining and leaving the batch at different steps, and checks every one of
 them against the reference run alone, through the eager step and through the fixed-shape step (the one
 CUDA graphs replay on a GPU; here it runs eagerly, the same arithmetic at padded shapes), read back at
 once or one step late.
+
+The runs of several requests on every step kind take minutes on two cores: they are `slow`. The everyday tier
+keeps the single-request checks, the speech restart on every step kind and the original's codec rule.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ import pytest
 import torch
 from transformers.generation import LogitsProcessor, LogitsProcessorList
 
-from pipeline.engine import Engine, EngineConfig, EngineEvent, EventKind, GenerationRequest, Replay
+from models.loading import LoadedModel, load_model
+from models.reference import reference_generate_segment
+from models.segment_io import GenerationSettings, SegmentAudio, prompt_inputs
+from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.factory import engine_for_model
+from pipeline.engine.kv_blocks import BranchBlocks
+from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, Replay
 from pipeline.engine.runner import ModelRunner, RunnerConfig
-from pipeline.generation import GenerationSettings, SegmentAudio, SegmentRequest, prompt_inputs, submit_segment
-from pipeline.model_loading import LoadedModel, load_model
-from pipeline.prompt import SegmentText
-from pipeline.reference import reference_generate_segment
+from pipeline.generation import SegmentRequest, submit_segment
+from script_text.prompt import SegmentText
 from tests.synthetic_audio import voice_like
 
 # Small blocks, so requests hold many and grow through them as they go.
@@ -57,8 +65,8 @@ def reference(tiny: LoadedModel, request: SegmentRequest) -> SegmentAudio:
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_hf_checkpoint: Path) -> LoadedModel:
-    return load_model(str(tiny_hf_checkpoint), device="cpu")
+def tiny(tiny_attentive_checkpoint: Path) -> LoadedModel:
+    return load_model(str(tiny_attentive_checkpoint), device="cpu")
 
 
 VOICES = {0: voice_like(4.0, 24_000, seed=0), 1: voice_like(6.5, 24_000, seed=1), 2: voice_like(3.2, 24_000, seed=2)}
@@ -103,6 +111,7 @@ def assert_same(engine_result: SegmentAudio, reference: SegmentAudio) -> None:
     np.testing.assert_allclose(engine_result.audio, reference.audio, atol=AUDIO_TOLERANCE, rtol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("policy", "prefill_chunk", "arrivals"),
     [
@@ -126,7 +135,7 @@ def test_engine_matches_generate_alone(
     tiny: LoadedModel, step_kind: dict, policy: str, prefill_chunk: int, arrivals: list
 ) -> None:
     config = EngineConfig(slots=4, policy=policy, prefill_chunk=prefill_chunk, **PAGED, **step_kind)
-    results = run_in_engine(Engine.for_model(tiny, config), arrivals)
+    results = run_in_engine(engine_for_model(tiny, config), arrivals)
     for (_, request), result in zip(arrivals, results, strict=True):
         assert_same(result, reference(tiny, request))
 
@@ -134,15 +143,17 @@ def test_engine_matches_generate_alone(
 WAITING = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]
 
 
+@pytest.mark.slow
 def test_more_requests_than_slots_wait_for_a_free_slot(tiny: LoadedModel, step_kind: dict) -> None:
-    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=64, **step_kind))
+    engine = engine_for_model(tiny, EngineConfig(slots=2, prefill_chunk=64, **step_kind))
     results = run_in_engine(engine, WAITING)
     for (_, request), result in zip(WAITING, results, strict=True):
         assert_same(result, reference(tiny, request))
 
 
+@pytest.mark.slow
 def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, step_kind: dict) -> None:
-    engine = Engine.for_model(tiny, EngineConfig(slots=4, **step_kind))
+    engine = engine_for_model(tiny, EngineConfig(slots=4, **step_kind))
     keep, drop = submit_segment(engine, segment(0, 10, 1)), submit_segment(engine, segment(1, 40, 2))
     for _ in range(4):
         engine.step()
@@ -158,7 +169,7 @@ def test_cancel_stops_one_request_and_spares_the_others(tiny: LoadedModel, step_
 
 
 def test_a_request_beyond_the_models_context_or_the_pool_fails_at_once(tiny: LoadedModel) -> None:
-    engine = Engine.for_model(tiny, EngineConfig(slots=2, block_size=4, kv_blocks=64))
+    engine = engine_for_model(tiny, EngineConfig(slots=2, block_size=4, kv_blocks=64))
     prompt = prompt_inputs(tiny, SegmentText(TEXTS[2]), VOICES)
     context = tiny.model.config.text_config.max_position_embeddings
     too_long = engine.submit(GenerationRequest(prompt, max_new_tokens=context))
@@ -175,7 +186,7 @@ def test_a_request_beyond_the_models_context_or_the_pool_fails_at_once(tiny: Loa
 
 
 def test_events_come_in_order(tiny: LoadedModel) -> None:
-    engine = Engine.for_model(tiny, EngineConfig(slots=2))
+    engine = engine_for_model(tiny, EngineConfig(slots=2))
     handle = submit_segment(engine, segment(2, 3, 1))
     engine.run_until_idle()
     kinds = [event.kind for event in handle.events(timeout=1)]
@@ -190,6 +201,7 @@ def frames_only(tiny: LoadedModel, latents: torch.Tensor) -> Replay:
     return Replay((tiny.model.config.audio_token_id,) * len(latents), latents.clone())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stored_frames", [1, 5, 11])
 def test_a_resumed_request_carries_on_as_if_never_interrupted(
     tiny: LoadedModel, stored_frames: int, step_kind: dict
@@ -197,7 +209,7 @@ def test_a_resumed_request_carries_on_as_if_never_interrupted(
     """Frames replayed from stored latents rebuild every cache, so the frames after them are the same."""
     expected = reference(tiny, RESUMED)
     resumed = dataclasses.replace(RESUMED, resume=frames_only(tiny, expected.latents[:stored_frames]))
-    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=32, **step_kind))
+    engine = engine_for_model(tiny, EngineConfig(slots=2, prefill_chunk=32, **step_kind))
     (result,) = run_in_engine(engine, [(0, segment(2, 4, seed=3)), (0, resumed)])[1:]
     torch.testing.assert_close(result.latents[:stored_frames], expected.latents[:stored_frames])
     assert_same(result, expected)
@@ -206,7 +218,7 @@ def test_a_resumed_request_carries_on_as_if_never_interrupted(
 def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel) -> None:
     reference = reference_generate_segment(tiny, segment(2, 4, seed=5))
     resumed = dataclasses.replace(segment(2, 4, seed=5), resume=frames_only(tiny, reference.latents))
-    engine = Engine.for_model(tiny, EngineConfig(slots=1))
+    engine = engine_for_model(tiny, EngineConfig(slots=1))
     handle = submit_segment(engine, resumed)
     engine.run_until_idle()
     events = list(handle.events(timeout=1))
@@ -220,12 +232,13 @@ def test_a_request_resumed_at_its_last_frame_finishes_at_once(tiny: LoadedModel)
 CROWD = [(0, segment(1, 14, 31)), (0, segment(3, 12, 32)), (1, segment(0, 16, 33)), (2, segment(2, 10, 34))]
 
 
+@pytest.mark.slow
 def test_more_requests_than_memory_are_preempted_and_replayed_exactly(tiny: LoadedModel, step_kind: dict) -> None:
     """A pool that starts three of these at a time but cannot hold them to their ends (124 usable blocks of 4 tokens:
     the first three prompts take 122 to start, 142 at their ends): the engine preempts, replays, and every request
     ends as if alone."""
     config = EngineConfig(slots=4, prefill_chunk=64, block_size=4, kv_blocks=125, **step_kind)
-    engine = Engine.for_model(tiny, config)
+    engine = engine_for_model(tiny, config)
     results = run_in_engine(engine, CROWD)
     assert engine.preemptions > 0
     for (_, request), result in zip(CROWD, results, strict=True):
@@ -248,21 +261,15 @@ def schedule_ids(config) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 class ForcedTokens(LogitsProcessor):
-    """Makes `generate()` choose the scheduled token at every step (the prompt is `prompt_length` long), and says
-    when it chose the speech-end token (`ended`), for `generate_as_the_original`."""
+    """Makes `generate()` choose the scheduled token at every step (the prompt is `prompt_length` long)."""
 
-    def __init__(self, schedule: list[int], prompt_length: int, speech_end: int) -> None:
+    def __init__(self, schedule: list[int], prompt_length: int) -> None:
         self.schedule = schedule
         self.prompt_length = prompt_length
-        self.speech_end = speech_end
-        self.ended = {"acoustic": False, "semantic": False}  # a speech end whose stream is not zeroed yet
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        token = self.schedule[input_ids.shape[1] - self.prompt_length]
-        if token == self.speech_end:
-            self.ended = dict.fromkeys(self.ended, True)
         forced = torch.full_like(scores, -math.inf)
-        forced[:, token] = 0.0
+        forced[:, self.schedule[input_ids.shape[1] - self.prompt_length]] = 0.0
         return forced
 
 
@@ -274,8 +281,6 @@ class ForcedTokensRunner(ModelRunner):
         super().__init__(*args, **kwargs)
         self.schedule = schedule
         self.chosen: dict[int, int] = {}
-        if self.fixed is not None:  # on the CPU the fixed-shape step runs as Python: its choice can be replaced
-            self.fixed.choose = self._choose_on_device  # type: ignore[method-assign]
 
     def start_request(self, start):  # type: ignore[no-untyped-def]
         # A replayed request goes on from the tokens the engine kept (a choice in flight when it was preempted is
@@ -293,7 +298,8 @@ class ForcedTokensRunner(ModelRunner):
     def choose_tokens(self, chosen):  # type: ignore[no-untyped-def]
         return [self._next(row.request_id) for row in chosen]
 
-    def _choose_on_device(self, positive: torch.Tensor) -> torch.Tensor:
+    def choose_token_ids(self, positive: torch.Tensor) -> torch.Tensor:
+        """The fixed-shape step's choice (on the CPU it runs as Python, so its choice can be replaced)."""
         assert self.fixed is not None
         decoding = self.fixed.inputs.decoding[: len(positive)].bool().tolist()
         owners = self.row_owner[: len(positive)]
@@ -310,11 +316,11 @@ def test_a_speech_restart_mid_generation_follows_the_original(
     tiny: LoadedModel, kv_blocks: int, step_kind: dict
 ) -> None:
     """After a speech end the codec streams start from silence, and after a speech start the negative branch sees
-    only its first entry and what follows, as in the original VibeVoice.
+    only the entries since the restart, as in the original VibeVoice.
 
-    The tiny model never chooses these tokens itself, so both implementations are made to follow one schedule.
-    The reference is `generate()` with the original's one rule it lacks (`generate_as_the_original`). With a small
-    pool the requests are also preempted and replayed across the restarts.
+    The tiny model never chooses these tokens itself, so both implementations are made to follow one schedule
+    (`generate_as_the_original`: the reference, with the original's rules, forced). With a small pool the
+    requests are also preempted and replayed across the restarts.
     """
     schedule = schedule_ids(tiny.model.config)
     requests = [segment(0, len(schedule), 41), segment(1, len(schedule), 42)]
@@ -329,48 +335,105 @@ def test_a_speech_restart_mid_generation_follows_the_original(
         assert_same(result, reference_result)
 
 
+@pytest.mark.parametrize("kind", ["eager", "fixed"])
+def test_an_engine_with_the_restart_rule_broken_on_purpose_fails_the_restart_parity(
+    tiny: LoadedModel, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restart test can fail: an engine whose negative branch keeps seeing its history after a speech start (its
+    blocks never hidden, its positions counted on) agrees with the original up to the restart, then leaves it by far
+    more than the tolerance `assert_same` holds it to."""
+    monkeypatch.setattr(BranchBlocks, "hide_history", lambda self, pool: None)
+    schedule = schedule_ids(tiny.model.config)
+    request = segment(0, len(schedule), 41)
+    expected = generate_as_the_original(tiny, request, schedule)
+    step_kind = STEP_KINDS[kind]
+    runner = ForcedTokensRunner(tiny, RunnerConfig(rows=1, block_size=4, **step_kind), schedule=schedule)
+    engine = Engine(runner, EngineConfig(slots=1, prefill_chunk=64, block_size=4, **step_kind), tiny)
+    (result,) = run_in_engine(engine, [(0, request)])
+    before = RESTART_SCHEDULE[: RESTART_SCHEDULE.index("speech_start")].count("frame")  # frames before the restart
+    torch.testing.assert_close(result.latents[:before], expected.latents[:before], atol=LATENT_TOLERANCE, rtol=0)
+    drift = (result.latents[before:] - expected.latents[before:]).abs().max()
+    assert drift > 100 * LATENT_TOLERANCE, f"the broken rule moves the latents by {drift:.2e} only"
+    with pytest.raises(AssertionError):
+        assert_same(result, expected)
+
+
 def test_without_the_originals_rule_generate_carries_the_codec_streams_over_a_speech_end(tiny: LoadedModel) -> None:
-    """Why the test above needs its own reference: transformers' port differs from the original right there."""
+    """Why the reference adds the original's rules: transformers' port differs from the original right there."""
     schedule = schedule_ids(tiny.model.config)
     request = segment(0, len(schedule), 41)
     original = generate_as_the_original(tiny, request, schedule)
-    speech_end = tiny.model.config.audio_eos_token_id
-    prompt = prompt_inputs(tiny, request.text, request.voices)
-    with generate_forced(tiny, ForcedTokens(schedule, prompt.length, speech_end)):
-        port = reference_generate_segment(tiny, request)
+    with generate_forced(tiny, ForcedTokens(schedule, prompt_inputs(tiny, request.text, request.voices).length)):
+        port = reference_generate_segment(tiny, request, port_only=True)
     samples = 3 * tiny.model.config.audio_config.hop_length  # the three frames before the speech end
     np.testing.assert_allclose(port.audio[:samples], original.audio[:samples], atol=AUDIO_TOLERANCE)
     # after it, the port's decoder goes on from the last speech's state, the original's from silence
     assert np.abs(port.audio[samples:] - original.audio[samples:]).max() > 100 * AUDIO_TOLERANCE
 
 
-def generate_as_the_original(tiny: LoadedModel, request: SegmentRequest, schedule: list[int]) -> SegmentAudio:
-    """`generate()` following `schedule`, with the original's rule at a speech end: the acoustic decoder's and the
-    semantic encoder's streaming caches are zeroed before they stream the next frame."""
-    inner = tiny.model.model
-    forcing = ForcedTokens(
-        schedule, prompt_inputs(tiny, request.text, request.voices).length, tiny.model.config.audio_eos_token_id
-    )
+def test_hiding_one_key_more_or_less_moves_the_latents_far_beyond_the_tolerance(tiny: LoadedModel) -> None:
+    """The restart tests can see the negative branch's mask: the original with its first entry kept visible after
+    each speech start (one key more, the rule voxcast once had) drifts from the original at the second frame after
+    the first restart, by far more than the parity tolerance."""
+    schedule = schedule_ids(tiny.model.config)
+    request = segment(0, len(schedule), 41)
+    original = generate_as_the_original(tiny, request, schedule)
+    with first_negative_entry_kept_visible(tiny):
+        one_key_more = generate_as_the_original(tiny, request, schedule)
+    same_until = 4  # three frames before the restart; the first after it sees the speech start twice, same value
+    torch.testing.assert_close(one_key_more.latents[:same_until], original.latents[:same_until])
+    drift = (one_key_more.latents[same_until:] - original.latents[same_until:]).abs().max()
+    assert drift > 100 * LATENT_TOLERANCE, f"hiding one key moves the latents by {drift:.2e} only"
 
-    def zeroing(stream: str, call):  # type: ignore[no-untyped-def]
-        def zero_then_call(*args, padding_cache=None, **kwargs):  # type: ignore[no-untyped-def]
-            if forcing.ended[stream] and padding_cache is not None:
-                for layer in padding_cache.layers.values():
-                    layer.cache.zero_()
-            forcing.ended[stream] = False
-            return call(*args, padding_cache=padding_cache, **kwargs)
 
-        return zero_then_call
+@pytest.mark.parametrize("port_only", [False, True], ids=["reference", "port"])
+def test_the_references_negative_branch_counts_positions_from_each_restart(tiny: LoadedModel, port_only: bool) -> None:
+    """The original derives the negative branch's RoPE positions from its attention mask, so they start from 0 again
+    at each speech start; transformers' port counts on (the attention is the same but for rounding)."""
+    schedule = schedule_ids(tiny.model.config)
+    request = segment(0, len(schedule), 41)
+    prompt_length = prompt_inputs(tiny, request.text, request.voices).length
+    rotary = tiny.model.model.language_model.rotary_emb
+    positions: list[int] = []
 
-    inner.audio_tower.decode = zeroing("acoustic", inner.audio_tower.decode)
-    inner.semantic_tokenizer_encoder.forward = zeroing("semantic", inner.semantic_tokenizer_encoder.forward)
+    def recording(hidden, position_ids):  # type: ignore[no-untyped-def]
+        if position_ids.shape[-1] == 1 and int(position_ids) < prompt_length:  # the negative branch's steps
+            positions.append(int(position_ids))
+        return type(rotary).forward(rotary, hidden, position_ids)
+
+    rotary.forward = recording
     try:
-        with generate_forced(tiny, forcing):
-            return reference_generate_segment(tiny, request)
+        with generate_forced(tiny, ForcedTokens(schedule, prompt_length)):
+            reference_generate_segment(tiny, request, port_only=port_only)
     finally:
-        del inner.audio_tower.decode, inner.semantic_tokenizer_encoder.forward  # back to the classes' methods
+        del rotary.forward
+    assert positions == (list(range(10)) if port_only else [0, 1, 2, 0, 1, 2, 3, 0, 1, 2])
 
 
+@contextlib.contextmanager
+def first_negative_entry_kept_visible(tiny: LoadedModel):  # type: ignore[no-untyped-def]
+    """`generate()` whose negative branch keeps attending to its first entry after a speech start."""
+    model = tiny.model
+    reset = model._reset_negative_cache_for_audio_start
+
+    def reset_keeping_the_first(starts, negative_input_ids, negative_model_kwargs):  # type: ignore[no-untyped-def]
+        reset(starts, negative_input_ids, negative_model_kwargs)
+        negative_model_kwargs["attention_mask"][starts, 0] = 1
+
+    model._reset_negative_cache_for_audio_start = reset_keeping_the_first
+    try:
+        yield
+    finally:
+        del model._reset_negative_cache_for_audio_start
+
+
+def generate_as_the_original(tiny: LoadedModel, request: SegmentRequest, schedule: list[int]) -> SegmentAudio:
+    """The reference (`generate()` with the original's rules) following `schedule`."""
+    with generate_forced(tiny, ForcedTokens(schedule, prompt_inputs(tiny, request.text, request.voices).length)):
+        return reference_generate_segment(tiny, request)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("stored_frames", [3, 4, 8], ids=["before-the-restart", "after-it", "after-two-starts"])
 def test_a_run_resumed_across_a_speech_restart_carries_on_as_the_original(
     tiny: LoadedModel, stored_frames: int, step_kind: dict
@@ -424,6 +487,7 @@ def generate_forced(tiny: LoadedModel, processor: LogitsProcessor):  # type: ign
         vars(model).pop("_get_logits_processor", None)  # the reference path removes its own wrapper, and ours with it
 
 
+@pytest.mark.slow
 def test_a_generation_longer_than_the_old_slots_matches_generate(tiny: LoadedModel) -> None:
     """Past 8,192 tokens (what the fixed slots held): a long script's prompt, prefilled in chunks, then frames."""
     line = "Every line of this long script adds a few more words for the show to say, and then some more."
@@ -431,6 +495,6 @@ def test_a_generation_longer_than_the_old_slots_matches_generate(tiny: LoadedMod
     request = SegmentRequest(text, VOICES, 24, GenerationSettings(seed=51, diffusion_steps=3))
     prompt = prompt_inputs(tiny, text, VOICES).length
     assert prompt + request.max_frames > 8192
-    engine = Engine.for_model(tiny, EngineConfig(slots=2, prefill_chunk=1024, block_size=16))
+    engine = engine_for_model(tiny, EngineConfig(slots=2, prefill_chunk=1024, block_size=16))
     (result,) = run_in_engine(engine, [(0, request)])
     assert_same(result, reference(tiny, request))

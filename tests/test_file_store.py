@@ -12,7 +12,8 @@ from core.settings import Settings, SettingsError
 from core.storage import DataFolder, atomic_write
 
 
-@pytest.fixture(params=["local", "s3"])
+# The bucket's server is asked for only when the s3 case runs, out of conftest's sight: that case says `slow` itself.
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> FileStore:
     root = tmp_path / "data"
     if request.param == "local":

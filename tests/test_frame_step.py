@@ -12,17 +12,21 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.engine import Engine, EngineConfig, EventKind
+from models.loading import load_model
+from models.segment_io import GenerationSettings
+from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.factory import engine_for_model
 from pipeline.engine.frame_step import (
     FrameStepKey,
     batch_buckets,
     bucket_for,
-    key_length_bucket,
-    key_length_buckets,
+    chunk_count_bucket,
+    chunk_count_buckets,
 )
-from pipeline.generation import GenerationSettings, SegmentRequest, submit_segment
-from pipeline.model_loading import load_model
-from pipeline.prompt import SegmentText
+from pipeline.engine.requests import EventKind
+from pipeline.engine.step_records import StepMode
+from pipeline.generation import SegmentRequest, submit_segment
+from script_text.prompt import SegmentText
 from tests.synthetic_audio import voice_like
 
 
@@ -43,21 +47,22 @@ def test_a_batch_beyond_the_slots_has_no_bucket() -> None:
         bucket_for(49, batch_buckets(48))
 
 
-@pytest.mark.parametrize(("needed", "expected"), [(1, 64), (64, 64), (65, 128), (700, 1024), (1025, 1025)])
-def test_key_buckets_double_and_stop_at_the_cache(needed: int, expected: int) -> None:
-    assert key_length_bucket(needed, columns=1025) == expected
+def test_chunk_counts_grow_by_at_most_half_and_stop_at_the_largest() -> None:
+    assert chunk_count_buckets(40, 1000) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]
+    ladder = chunk_count_buckets(10**6, 10**6)
+    assert all(1 < later / earlier <= 1.5 for earlier, later in zip(ladder[1:-1], ladder[2:], strict=True))
+    assert chunk_count_buckets(100, 50)[-1] == 50
 
 
-@pytest.mark.parametrize("columns", [30, 513, 1025])
-def test_warm_up_covers_exactly_the_key_buckets_steps_can_take(columns: int) -> None:
-    taken = sorted({key_length_bucket(needed, columns) for needed in range(1, columns + 1)})
-    assert key_length_buckets(columns, columns) == taken
-    assert key_length_buckets(100, columns) == [b for b in taken if b <= key_length_bucket(min(100, columns), columns)]
+@pytest.mark.parametrize(("needed", "expected"), [(0, 1), (1, 1), (5, 6), (6, 6), (13, 16), (33, 48), (70, 70)])
+def test_a_step_takes_the_smallest_chunk_count_that_holds_its_chunks(needed: int, expected: int) -> None:
+    assert chunk_count_bucket(needed, largest=70) == expected
+    assert expected <= max(1.5 * needed, 1)
 
 
-def test_keys_beyond_the_tables_are_refused() -> None:
-    with pytest.raises(ValueError, match="1026 keys exceed the block table's 1025 positions"):
-        key_length_bucket(1026, columns=1025)
+def test_chunks_beyond_the_step_are_refused() -> None:
+    with pytest.raises(ValueError, match="71 key chunks exceed the step's 70"):
+        chunk_count_bucket(71, largest=70)
 
 
 def _requests() -> list[SegmentRequest]:
@@ -80,6 +85,7 @@ def _latents(engine: Engine, requests: list[SegmentRequest]) -> list[torch.Tenso
     return results
 
 
+@pytest.mark.slow  # two engines serve the same requests to the end
 def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -> None:
     """What graph capture relies on: its warm-up runs the step for real, with no row decoding, mid-serving.
 
@@ -88,17 +94,17 @@ def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -
     tiny = load_model(str(tiny_hf_checkpoint), device="cpu")
     requests = _requests()
     config = EngineConfig(slots=4, block_size=4, kv_blocks=1024, fixed_shapes=True, overlap=False)
-    undisturbed = _latents(Engine.for_model(tiny, config), requests)
+    undisturbed = _latents(engine_for_model(tiny, config), requests)
 
-    engine = Engine.for_model(tiny, config)
+    engine = engine_for_model(tiny, config)
     handles = [submit_segment(engine, request) for request in requests]
     for _ in range(6):
         engine.step()
     fixed = engine.runner.fixed
     with torch.inference_mode(), fixed.inputs.no_row_decoding(fixed.block_size):
         for rows in fixed.buckets:
-            for positive, negative in ((64, 64), (128, 64), (512, 256)):
-                fixed.step(FrameStepKey(rows, positive, negative, diffusion_steps=10))
+            for positive, negative in ((1, 1), (2, 1), (8, 4)):
+                fixed.step(FrameStepKey(rows, positive * rows, negative * rows, diffusion_steps=10))
     engine.run_until_idle()
     for handle, expected in zip(handles, undisturbed, strict=True):
         latents = torch.stack([e.latent for e in handle.events(timeout=1) if e.kind is EventKind.AUDIO])
@@ -109,15 +115,16 @@ def test_a_step_with_no_row_decoding_changes_nothing(tiny_hf_checkpoint: Path) -
 def test_cuda_graph_replays_match_the_eager_step(tiny_hf_checkpoint: Path) -> None:
     tiny = load_model(str(tiny_hf_checkpoint), device="cuda", dtype="float32")
     requests = _requests()
-    eager = _latents(Engine.for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=False)), requests)
-    engine = Engine.for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=True))
+    eager = _latents(engine_for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=False)), requests)
+    engine = engine_for_model(tiny, EngineConfig(slots=4, fixed_shapes=True, cuda_graphs=True))
     assert engine.warm_up(max_keys=512) > 0
     graphed = _latents(engine, requests)
-    assert engine.runner.graphs_captured, "a capture failed and the step fell back to eager"
+    assert engine.runner.fast_path.mode is StepMode.GRAPHS, engine.runner.fast_path.reason
     for got, expected in zip(graphed, eager, strict=True):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow  # two engines serve the same requests to the end
 def test_a_request_that_fills_its_blocks_ends_cleanly_while_another_goes_on(tiny_hf_checkpoint: Path) -> None:
     """With overlap a request is launched once more after its last token, writing one entry past what it holds;
     the row it leaves stays in the batch's rows, writing into the null block, and must not disturb the request
@@ -133,9 +140,9 @@ def test_a_request_that_fills_its_blocks_ends_cleanly_while_another_goes_on(tiny
     # Blocks of one token: every entry of every request lands in a block of its own.
     paged = {"block_size": 1, "kv_blocks": 4096}
     expected = _latents(
-        Engine.for_model(tiny, EngineConfig(slots=2, fixed_shapes=False, **paged)), [full, longer, third]
+        engine_for_model(tiny, EngineConfig(slots=2, fixed_shapes=False, **paged)), [full, longer, third]
     )
     overlapped = EngineConfig(slots=2, fixed_shapes=True, overlap=True, **paged)
-    got = _latents(Engine.for_model(tiny, overlapped), [full, longer, third])
+    got = _latents(engine_for_model(tiny, overlapped), [full, longer, third])
     for result, reference in zip(got, expected, strict=True):
         torch.testing.assert_close(result, reference, atol=1e-5, rtol=0)

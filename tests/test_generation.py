@@ -9,16 +9,18 @@ import pytest
 import torch
 from transformers.generation import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
-from pipeline.engine import Engine, EngineConfig
-from pipeline.generation import GenerationSettings, SegmentRequest, generate_segment
-from pipeline.model_loading import LoadedModel, load_model
-from pipeline.plan import plan_script
+from core.audio_rates import SAMPLES_PER_FRAME
+from models.loading import LoadedModel, load_model
+from models.reference import reference_generate_segment
+from models.segment_io import GenerationSettings, SegmentAudio
+from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.factory import engine_for_model
+from pipeline.generation import SegmentDone, SegmentFrame, SegmentGeneration, SegmentRequest
 from pipeline.podcast import render_podcast
-from pipeline.prompt import SegmentText, build_prompt_text
-from pipeline.reference import reference_generate_segment
-from pipeline.script import parse_script
+from script_text.parser import parse_script
+from script_text.plan import plan_script
+from script_text.prompt import SegmentText, build_prompt_text
 from tests.synthetic_audio import voice_like
-from tokenizer.rates import SAMPLES_PER_FRAME
 
 
 def voice(seconds: float, seed: int) -> np.ndarray:
@@ -32,12 +34,22 @@ def tiny(tiny_hf_checkpoint: Path) -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def engine(tiny: LoadedModel) -> Engine:
-    return Engine.for_model(tiny, EngineConfig(slots=4, prefill_chunk=64))
+    return engine_for_model(tiny, EngineConfig(slots=4, prefill_chunk=64))
 
 
 def request(max_frames: int = 12, seed: int = 0) -> SegmentRequest:
     text = SegmentText(((0, "Hello and welcome."), (1, "Thanks, glad to be here."), (0, "Let's begin.")))
     return SegmentRequest(text, {0: voice(4, 0), 1: voice(5, 1)}, max_frames, GenerationSettings(seed=seed))
+
+
+def generate_alone(engine: Engine, request: SegmentRequest) -> SegmentAudio:
+    """One request through the seam, to its end."""
+    generation = SegmentGeneration.start(engine, {0: request})
+    updates = []
+    while generation.running:
+        updates += generation.updates()
+    (done,) = [update for update in updates if isinstance(update, SegmentDone)]
+    return done.result
 
 
 def test_prompt_has_one_voice_placeholder_per_speaker() -> None:
@@ -49,17 +61,29 @@ def test_prompt_has_one_voice_placeholder_per_speaker() -> None:
 
 
 def test_segment_audio_and_latents_line_up(engine: Engine, tiny: LoadedModel) -> None:
-    progress: list[int] = []
-    result = generate_segment(engine, request(), on_frame=progress.append)
+    """The seam hands over every frame as it comes, under the caller's key, then the finished segment: the frames'
+    samples and latents, together."""
+    generation = SegmentGeneration.start(engine, {7: request()})
+    frames: list[SegmentFrame] = []
+    done: list[SegmentDone] = []
+    while generation.running:
+        for update in generation.updates():
+            (frames if isinstance(update, SegmentFrame) else done).append(update)  # type: ignore[arg-type]
+    (finished,) = done
+    result = finished.result
+    assert finished.index == 7 and {frame.index for frame in frames} == {7}
     assert result.frames == 12 and result.reached_frame_budget
     assert result.audio.dtype == np.float32 and result.audio.shape == (12 * SAMPLES_PER_FRAME,)
     assert result.latents.shape == (12, tiny.model.config.audio_config.hidden_size)
     assert np.isfinite(result.audio).all() and np.abs(result.audio).max() > 0
-    assert progress[-1] == 12 and progress == sorted(progress)
+    assert [frame.frames for frame in frames] == list(range(1, 13))
+    np.testing.assert_array_equal(np.concatenate([frame.samples for frame in frames]), result.audio)
+    np.testing.assert_array_equal(np.stack([frame.latent for frame in frames]), result.latents.numpy())
 
 
+@pytest.mark.slow  # several generations
 def test_same_seed_same_audio_other_seed_other_audio(engine: Engine) -> None:
-    first, again, other = (generate_segment(engine, request(seed=s)) for s in (5, 5, 6))
+    first, again, other = (generate_alone(engine, request(seed=s)) for s in (5, 5, 6))
     assert np.array_equal(first.audio, again.audio)
     assert torch.equal(first.latents, again.latents)
     assert not np.array_equal(first.audio, other.audio)
@@ -67,7 +91,7 @@ def test_same_seed_same_audio_other_seed_other_audio(engine: Engine) -> None:
 
 def test_recorded_latents_decode_to_the_returned_audio(engine: Engine, tiny: LoadedModel) -> None:
     """The latents we keep are the ones the audio came from: decoding them again gives the same samples."""
-    result = generate_segment(engine, request(max_frames=6))
+    result = generate_alone(engine, request(max_frames=6))
     model = tiny.model
     scaled = result.latents / model.model.latent_scaling_factor - model.model.latent_bias_factor
     with torch.inference_mode():
@@ -75,6 +99,7 @@ def test_recorded_latents_decode_to_the_returned_audio(engine: Engine, tiny: Loa
     np.testing.assert_allclose(audio.reshape(-1).numpy(), result.audio, atol=1e-4)
 
 
+@pytest.mark.slow  # several generations
 def test_token_cfg_pass_is_dropped_but_diffusion_cfg_still_applies(tiny: LoadedModel) -> None:
     seen: list[list[type]] = []
     original = tiny.model.__class__._get_logits_processor
@@ -100,6 +125,7 @@ def test_token_cfg_pass_is_dropped_but_diffusion_cfg_still_applies(tiny: LoadedM
     assert not np.array_equal(with_cfg.audio, plain.audio)
 
 
+@pytest.mark.slow  # several generations
 def test_render_turns_mode_places_pauses_and_turns_exactly(engine: Engine) -> None:
     script = parse_script("Speaker 1: Hi there.\n[pause: 500ms]\nSpeaker 2: Hello.\nSpeaker 1: Bye now.")
     plan = plan_script(script, "turns")
@@ -117,7 +143,7 @@ def test_render_turns_mode_places_pauses_and_turns_exactly(engine: Engine) -> No
 
 
 def test_prompt_token_count_matches_the_prepared_prompt(tiny: LoadedModel) -> None:
-    from pipeline.generation import prompt_inputs, prompt_token_count
+    from models.segment_io import prompt_inputs, prompt_token_count
 
     segment = request()
     assert (

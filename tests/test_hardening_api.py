@@ -37,8 +37,6 @@ from tests.conftest import ROOT, free_port
 from tests.hardening import assert_healthy, assert_refused, chunked, leaves_nothing, raw_exchange
 from tests.service_client import upload_voice, wait_for
 
-pytestmark = pytest.mark.slow
-
 FAST = {"diffusion_steps": 2, "seed": 5}
 SCRIPT_LIMIT = 3000
 MINUTES_LIMIT = 1.0
@@ -91,20 +89,34 @@ def alice_script(alice: httpx.Client) -> str:
     return response.json()["id"]
 
 
-WELL_FORMED_BODIES = {
-    ("PATCH", "/v1/voices/{id}"): {"name": "bob's name for it"},
-    ("POST", "/v1/jobs/{id}/takes"): {"keep": "previous"},
+@pytest.fixture(scope="module")
+def alice_show(alice: httpx.Client) -> str:
+    show = {"title": "Alice's", "description": "A show.", "author": "Alice", "language": "en", "category": "Technology"}
+    response = alice.post("/v1/shows", json=show)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+# A route whose body is required gets a well-formed one (as httpx keywords), so that a refusal is for the id.
+WELL_FORMED_BODIES: dict[tuple[str, str], dict] = {
+    ("PATCH", "/v1/voices/{id}"): {"json": {"name": "bob's name for it"}},
+    ("POST", "/v1/jobs/{id}/takes"): {"json": {"keep": "previous"}},
+    ("PATCH", "/v1/shows/{id}"): {"json": {"title": "bob's title for it"}},
+    ("PUT", "/v1/jobs/{id}/episode"): {"json": {"show_id": "0" * 32, "title": "bob's episode"}},
+    ("PUT", "/v1/shows/{id}/artwork"): {"files": {"file": ("cover.png", b"not an image", "image/png")}},
 }
 
 
 @pytest.fixture(scope="module")
-def operations(stack, alice_job: dict, alice_voice: str, alice_script: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def operations(stack, alice_job: dict, alice_voice: str, alice_script: str, alice_show: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     """Every keyed (method, path) of the api, from its OpenAPI document, with alice's ids filled in (`/health`,
-    for orchestrators, is the one route that needs no key)."""
+    for orchestrators, and a show's feed files, for podcast apps that reach them by the feed's token, are the routes
+    that need no key)."""
     values = {
         "job_id": alice_job["id"],
         "voice_id": alice_voice,
         "script_id": alice_script,
+        "show_id": alice_show,
         "audio_format": "wav",
         "transcript_format": "srt",
         "index": "0",
@@ -118,7 +130,8 @@ def operations(stack, alice_job: dict, alice_voice: str, alice_script: str) -> l
         for method, op in methods.items()
         if not op.get("security")
     ]
-    assert public == [("get", "/health")], public
+    assert [(method, path) for method, path in public if not path.startswith("/feeds/")] == [("get", "/health")]
+    assert {path for _, path in public if path.startswith("/feeds/")} == set(FEED_PATHS), public
     for path, methods in schema["paths"].items():
         for method, operation in methods.items():
             if not operation.get("security"):
@@ -172,13 +185,13 @@ def test_another_owners_ids_are_404_on_every_route(
     alice_job: dict,
     alice_voice: str,
     alice_script: str,
+    alice_show: str,
 ) -> None:  # type: ignore[no-untyped-def]
-    alices = (alice_job["id"], alice_voice, alice_script)
+    alices = (alice_job["id"], alice_voice, alice_script, alice_show)
     with leaves_nothing(stack):
         for method, path in operations:
-            # a route whose body is required gets a well-formed one: the refusal must be for the id, not the body
-            body = WELL_FORMED_BODIES.get((method, re.sub(r"/[0-9a-f]{32}", "/{id}", path)))
-            response = bob.request(method, path, json=body)
+            body = WELL_FORMED_BODIES.get((method, re.sub(r"/[0-9a-f]{32}", "/{id}", path)), {})
+            response = bob.request(method, path, **body)
             if path.startswith("/v1/admin/"):
                 assert_refused(response, 403, "admin key")
             elif any(alices_id in path for alices_id in alices):
@@ -192,6 +205,37 @@ def test_another_owners_ids_are_404_on_every_route(
         assert_refused(job, 422, "no voice", field="voices.Alice")
     assert alice.get(f"/v1/jobs/{alice_job['id']}").json()["state"] == "done"
     assert alice.get(f"/v1/voices/{alice_voice}").status_code == 200
+
+
+# The routes a podcast app reaches with no key: the show's feed token in the path is what admits it.
+FEED_PATHS = (
+    "/feeds/{token}.xml",
+    "/feeds/{token}/artwork/{version}.{extension}",
+    "/feeds/{token}/episodes/{job_id}.mp3",
+    "/feeds/{token}/episodes/{job_id}.json",
+    "/feeds/{token}/episodes/{job_id}.{kind}",
+)
+
+
+@pytest.mark.parametrize(
+    ("token", "status"),
+    [("A" * 43, 404), ("a" * 42, 422), ("%00" * 43, 422), ("x" * 5000, 422), ("%F0%9F%92%A9" * 11, 422)],
+    ids=["unknown", "42 characters", "NUL", "5,000 characters", "emoji"],
+)
+def test_a_feed_token_that_is_not_a_shows_reaches_nothing(
+    stack, alice_job: dict, alice_show: str, token: str, status: int
+) -> None:  # type: ignore[no-untyped-def]
+    """However a guessed token is written, every feed route answers 404 (a token of the right shape) or 422 (one of
+    another shape), with or without a key, and changes nothing."""
+    values = {"job_id": alice_job["id"], "version": "0" * 16, "extension": "jpg", "kind": "vtt", "token": token}
+    with leaves_nothing(stack):
+        for template in FEED_PATHS:
+            path = re.sub(r"\{(\w+)\}", lambda match: values[match[1]], template)
+            for method in ("GET", "HEAD"):
+                response = httpx.request(method, stack.base_url + path, timeout=30)
+                assert response.status_code == status, (method, path, response.status_code, response.text[:200])
+                if method == "GET" and status == 422:
+                    assert_refused(response, 422, "a feed token is the 43 URL-safe characters")
 
 
 # --- ids and numbers ------------------------------------------------------------------------------------
@@ -217,14 +261,18 @@ def test_ids_of_the_wrong_shape_are_refused_on_every_route(
     alice_job: dict,
     alice_voice: str,
     alice_script: str,
+    alice_show: str,
     wrong: str,
 ) -> None:  # type: ignore[no-untyped-def]
     admin = stack.client(admin_key)  # an admin reaches every route, so only the id can be what is refused
+    alices = (alice_job["id"], alice_voice, alice_script, alice_show)
     with leaves_nothing(stack):
         for method, path in operations:
-            if not any(alices_id in path for alices_id in (alice_job["id"], alice_voice, alice_script)):
+            if not any(alices_id in path for alices_id in alices):
                 continue
-            hostile = path.replace(alice_job["id"], wrong).replace(alice_voice, wrong).replace(alice_script, wrong)
+            hostile = path
+            for alices_id in alices:
+                hostile = hostile.replace(alices_id, wrong)
             response = admin.request(method, hostile)
             if response.status_code in (404, 405):  # ".." moves the path to a route that does not exist
                 assert response.json()["detail"] in ("Not Found", "Method Not Allowed"), (method, hostile)

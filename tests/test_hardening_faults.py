@@ -37,13 +37,15 @@ import torch
 from assembly.episode import Episode, write_episode
 from core.models import Job
 from core.storage import JobFolder, NoSpaceLeft
-from pipeline.engine import Engine, EngineConfig
+from models.loading import LoadedModel, load_model
+from models.segment_io import GenerationSettings
+from pipeline.engine.engine import Engine, EngineConfig
+from pipeline.engine.factory import engine_for_model
 from pipeline.engine.requests import FINAL_EVENTS, EventKind
 from pipeline.engine.runner import ModelRunner, RunnerConfig
 from pipeline.engine.step_records import RowOutcome, StepInput
-from pipeline.generation import GenerationSettings, SegmentRequest, submit_segment
-from pipeline.model_loading import LoadedModel, load_model
-from pipeline.prompt import SegmentText
+from pipeline.generation import SegmentRequest, submit_segment
+from script_text.prompt import SegmentText
 from tests.conftest import ROOT, RedisServer, postgres_database
 from tests.service_client import (
     segment_rows,
@@ -483,7 +485,7 @@ def audio_of(events: list) -> np.ndarray:  # type: ignore[type-arg]
 
 
 def run_alone(tiny: LoadedModel, seed: int) -> np.ndarray:
-    engine = Engine.for_model(tiny, EngineConfig(slots=1, prefill_chunk=64))
+    engine = engine_for_model(tiny, EngineConfig(slots=1, prefill_chunk=64))
     handle = submit_segment(engine, segment(seed))
     engine.run_until_idle()
     return audio_of(handle.drain())

@@ -29,8 +29,6 @@ from tests.hardening import (
 from tests.service_client import upload_voice, wait_for
 from tests.synthetic_audio import voice_like
 
-pytestmark = pytest.mark.slow
-
 UPLOAD_LIMIT = 2 * 1024 * 1024
 FAST = {"diffusion_steps": 2, "seed": 1}
 TWO_SPEAKERS = "Alice: Hello there.\nBob: Hi, Alice.\n"
@@ -128,7 +126,13 @@ SCRIPTS = [
     ),
     ("JSON turns a string", '{"turns": "hello"}', 'non-empty "turns" list', None),
     ("JSON 10,000 empty items", '{"turns": [' + ",".join(["{}"] * 10_000) + "]}", "turn #1", 1),
-    ("backtracking: '[pause: 1' x 22,000", "Speaker 1: " + "[pause: 1" * 22_000, "at most 90 minutes", None),
+    (
+        "backtracking: '[pause: 1' x 22,000",
+        "Speaker 1: " + "[pause: 1" * 22_000,
+        "at most 90 minutes per job (VOXCAST_MAX_JOB_AUDIO_MINUTES)",
+        None,
+    ),
+    ("Speaker -1", "Speaker 1: hello\nSpeaker -1: hello", "speaker number -1 is out of range", 2),
     ("backtracking: 100,000 '['", "[" * 100_000, "text before the first speaker tag", 1),
     ("backtracking: 'Speaker ' x 24,999 + '1:'", "Speaker " * 24_999 + "1:", "text before the first speaker tag", 1),
     ("backtracking: 199,999 ':'", ":" * 199_999, "text before the first speaker tag", 1),
@@ -270,8 +274,8 @@ def test_control_characters_in_speech_input_are_dropped_not_stored(alice: httpx.
     samples, rate = sf.read(io.BytesIO(response.content))
     assert rate == 24_000 and len(samples) > 0
     job = alice.get(f"/v1/jobs/{response.headers['x-voxcast-job']}").json()
-    chapters = alice.get(job["outputs"]["chapters"]).json()
-    assert [turn["text"] for turn in chapters["turns"]] == ["Hello[31m there."]
+    timeline = alice.get(job["outputs"]["turns"]).json()
+    assert [turn["text"] for turn in timeline["turns"]] == ["Hello[31m there."]
 
 
 # (id, script file bytes, words)
@@ -290,6 +294,23 @@ def test_script_files_in_other_encodings_are_422(stack, alice: httpx.Client, dat
     with leaves_nothing(stack):
         response = alice.post("/v1/jobs", files={"script": ("show.txt", data, "text/plain")})
         assert_refused(response, 422, words, field="script")
+
+
+TEXT_PART_LIMIT = 800_000  # bytes: 200,000 characters (VOXCAST_MAX_SCRIPT_CHARS at most) of UTF-8
+OVER_TEXT_PART = "Alice: " + "a" * TEXT_PART_LIMIT
+
+
+def test_a_script_part_too_large_to_read_is_refused_naming_the_setting(stack, alice: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    over = "over 800,000 bytes: longer than the 200,000 characters this server takes (VOXCAST_MAX_SCRIPT_CHARS)"
+    with leaves_nothing(stack):
+        as_file = alice.post("/v1/jobs", files={"script": ("show.txt", OVER_TEXT_PART.encode(), "text/plain")})
+        assert_refused(as_file, 422, f"the script file is {over}", field="script")
+        as_field = alice.post("/v1/jobs", data={"script": OVER_TEXT_PART}, files={"none": ("", b"")})
+        assert_refused(as_field, 413, f"a text field of the form is {over}")
+        transcript = alice.post(
+            "/v1/scripts", data={"options": '{"task": "normalise"}', "transcript": OVER_TEXT_PART}, files={"none": ("", b"")}
+        )
+        assert_refused(transcript, 413, f"a text field of the form is {over}")
 
 
 # (id, raw JSON body, words)
@@ -340,11 +361,11 @@ def test_a_script_of_odd_but_valid_characters_is_generated_with_them_cleaned(ali
     assert response.status_code == 202, response.text
     job = wait_for(alice, response.json()["id"], {"done", "failed"})
     assert job["state"] == "done", job["error"]
-    chapters = alice.get(job["outputs"]["chapters"]).json()
-    spoken = " ".join(turn["text"] for turn in chapters["turns"])
-    assert [turn["speaker"] for turn in chapters["turns"]] == ["Alice", "bob", "bob"]
+    timeline = alice.get(job["outputs"]["turns"]).json()
+    spoken = " ".join(turn["text"] for turn in timeline["turns"])
+    assert [turn["speaker"] for turn in timeline["turns"]] == ["Alice", "bob", "bob"]
     assert "'quoted'" in spoken and '"Hi"' in spoken and "caf\u00e9" in spoken
-    assert not any(char in spoken for char in "\x00\x07\x1b\u200b\ufeff")
+    assert not any(char in spoken for char in "\x00\x07\x1b\u200b\ufeff\u202e\u202c")
     assert job["audio_seconds"] > 30  # the 30 s pause is silence inside the episode
 
 

@@ -9,23 +9,20 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import soundfile as sf
 
-from pipeline.generation import prompt_token_count
-from pipeline.model_loading import load_model
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
-from tests.conftest import write_voice_file
+from models.loading import load_model
+from models.segment_io import prompt_token_count
+from script_text.parser import parse_script
+from script_text.plan import plan_script
+from tests.conftest import RunCli, write_voice_file
 from tests.service_client import upload_voice, wait_for
 from tokenizer.voice_prompt import load_voice_prompt
 
-ROOT = Path(__file__).resolve().parents[1]
 LINE = "Every line of this story adds a little more to say, and the show goes on for a while longer."
 
 
@@ -69,11 +66,11 @@ def test_the_api_refuses_a_generation_no_worker_can_hold(make_service_stack, voi
     assert admin.delete(f"/v1/jobs/{accepted.json()['id']}").status_code == 200
 
 
-@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_a_whole_mode_generation_past_8192_tokens_finishes_through_the_service(
-    make_service_stack, tmp_path: Path
+    shared_stack, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    stack = make_service_stack().start()  # the default settings: the model's context, the default pool
+    stack = shared_stack  # the default settings: the model's context, the default pool
     client = stack.client(stack.mint_key("long"))
     # Minute-long voices (450 prompt tokens each) and 56 turns: a prompt of about 2,900 tokens, then about 5,700
     # frames (the plan's budget: twice its estimate, which the tiny model always runs to).
@@ -101,9 +98,9 @@ def whole_generation(model: str | Path, text: str, voices: dict[str, Path]) -> t
     return prompt_token_count(loaded, segment.text, levelled), segment.max_frames
 
 
-@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_a_whole_mode_generation_past_8192_tokens_finishes_through_the_cli(
-    tiny_hf_checkpoint: Path, tmp_path: Path
+    tiny_hf_checkpoint: Path, tmp_path: Path, run_cli: RunCli
 ) -> None:
     voices = {
         name: write_voice_file(tmp_path / f"{name}.wav", seconds=60, seed=seed) for seed, name in enumerate(("a", "b"))
@@ -111,12 +108,12 @@ def test_a_whole_mode_generation_past_8192_tokens_finishes_through_the_cli(
     text = script(56)
     (tmp_path / "show.txt").write_text(text, encoding="utf-8")
     output = tmp_path / "episode.wav"
-    command = [
-        sys.executable, "-m", "cli.main", "generate", str(tmp_path / "show.txt"),
+    result = run_cli(
+        "generate", str(tmp_path / "show.txt"),
         "--voice", f"Alice={voices['a']}", "--voice", f"Bob={voices['b']}", "--model", str(tiny_hf_checkpoint),
         "--mode", "whole", "--diffusion-steps", "1", "--seed", "3", "--quiet", "-o", str(output),
-    ]  # fmt: skip
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        timeout=900,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
 
     prompt, frames = whole_generation(tiny_hf_checkpoint, text, voices)

@@ -11,8 +11,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import VibeVoiceConfig, VibeVoiceForConditionalGeneration
 
-from pipeline.checkpoint_layout import hf_key, original_key, original_key_mapping
-from pipeline.model_loading import ModelLoadError, choose_dtype, detect_layout, load_model
+from models.checkpoint_layout import hf_key, original_key, original_key_mapping
+from models.loading import ModelLoadError, choose_dtype, detect_layout, load_model
+from models.segment_io import prompt_inputs
+from script_text.prompt import SegmentText
+from tests.synthetic_audio import voice_like
+from tokenizer.voice_prompt import prepare_voice_samples
 
 
 def test_hf_layout_loads_every_weight(tiny_hf_checkpoint: Path) -> None:
@@ -137,6 +141,19 @@ def test_mapping_round_trips_every_weight_of_the_real_1_5b_architecture() -> Non
 def test_key_mapping_rules_are_plain_literal_replacements() -> None:
     mapping = original_key_mapping()
     assert all("{" not in replacement and "\\" not in replacement for replacement in mapping.values())
+
+
+@pytest.mark.parametrize("layout", ["hf", "original"])
+def test_a_levelled_voice_reaches_the_model_as_it_is(
+    layout: str, tiny_hf_checkpoint: Path, tiny_original_checkpoint: Path
+) -> None:
+    """Voices are levelled once, by `tokenizer.voice_prompt`, as the original processor levels them once: the
+    checkpoint's processor (whose config asks its feature extractor to level too) passes them on untouched."""
+    folder = tiny_hf_checkpoint if layout == "hf" else tiny_original_checkpoint
+    loaded = load_model(str(folder), device="cpu")
+    voice = prepare_voice_samples(voice_like(4.0, 44_100, seed=7), 44_100, source="voice").samples
+    prompt = prompt_inputs(loaded, SegmentText(((0, "Hello there."),)), {0: voice})
+    assert torch.equal(prompt.input_values[0, 0, : len(voice)], torch.from_numpy(voice))
 
 
 def test_tiny_random_builds_on_the_fly() -> None:

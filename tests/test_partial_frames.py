@@ -96,3 +96,19 @@ def test_discard_removes_the_file_and_what_was_not_written_yet(tmp_path: Path) -
     assert not path.exists()
     write_frames(partial, range(1, SYNC_EVERY + 1))
     assert_holds(path, SYNC_EVERY)
+
+
+def test_a_flush_writes_the_frames_since_the_last_sync_and_the_file_grows_on_from_them(tmp_path: Path) -> None:
+    """A job handed back on a planned stop keeps every frame it made, not only those up to the last sync."""
+    path = tmp_path / "0000.partial.frames"
+    partial = PartialFrames(path)
+    write_frames(partial, range(1, SYNC_EVERY + 3))
+    assert_holds(path, SYNC_EVERY)
+    partial.flush()
+    assert_holds(path, SYNC_EVERY + 2)
+    partial.flush()  # nothing pending: nothing written
+    assert_holds(path, SYNC_EVERY + 2)
+    resumed = PartialFrames(path)  # the next attempt replays them and carries on after them
+    write_frames(resumed, range(1, 2 * SYNC_EVERY + 3))
+    resumed.flush()
+    assert_holds(path, 2 * SYNC_EVERY + 2)

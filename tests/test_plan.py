@@ -1,17 +1,30 @@
-"""Tests for pipeline.plan: real scripts parsed by pipeline.script, planned in both modes."""
+"""Tests for script_text.plan: real scripts parsed by script_text.parser, planned in both modes."""
 
 from __future__ import annotations
 
 import math
+import pickle
 from pathlib import Path
 
 import pytest
 
-from pipeline.plan import (
+from core.audio_rates import FRAMES_PER_SECOND
+from script_text.parser import (
+    MAX_PAUSE_SECONDS,
+    MAX_SCRIPT_CHARS,
+    Pause,
+    Script,
+    ScriptError,
+    Speaker,
+    Turn,
+    parse_script,
+)
+from script_text.plan import (
     CHARS_PER_SECOND,
     DEFAULT_MAX_SEGMENT_SECONDS,
     MAX_EPISODE_MINUTES,
     MODES,
+    EpisodeTooLong,
     Plan,
     PlannedTurn,
     Segment,
@@ -19,8 +32,6 @@ from pipeline.plan import (
     estimate_seconds,
     plan_script,
 )
-from pipeline.script import MAX_PAUSE_SECONDS, MAX_SCRIPT_CHARS, Pause, Script, ScriptError, Speaker, Turn, parse_script
-from tokenizer.rates import FRAMES_PER_SECOND
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
 
@@ -285,12 +296,16 @@ def test_a_script_beyond_the_episode_limit_is_refused_with_the_limit_in_the_mess
     script = parse_script(text)  # parsing accepts it; only planning refuses it
 
     for mode in MODES:
-        with pytest.raises(ScriptError) as caught:
+        with pytest.raises(EpisodeTooLong) as caught:
             plan_script(script, mode)
         message = str(caught.value)
         assert f"at most {MAX_EPISODE_MINUTES:.0f} minutes" in message
         assert "about 100 minutes" in message  # 100 turns of 60 s each
         assert caught.value.line is None
+        # A server answers with its own limit from `minutes`; workers pass the error between processes.
+        assert caught.value.minutes == pytest.approx(100, abs=0.5)
+        copied = pickle.loads(pickle.dumps(caught.value))
+        assert isinstance(copied, EpisodeTooLong) and str(copied) == message and copied.minutes == caught.value.minutes
 
 
 def test_pauses_count_toward_the_episode_limit_and_the_limit_itself_is_allowed() -> None:

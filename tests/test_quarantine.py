@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from workers.quarantine import Quarantine
+from workers.quarantine import Quarantine, QuarantineClosed
 
 WAIT = 5.0
 
@@ -105,3 +105,35 @@ def test_a_job_says_when_it_starts_and_one_that_must_wait_only_once_it_runs() ->
     suspect.set()
     for thread in threads:
         thread.join(WAIT)
+
+
+def test_a_closed_quarantine_starts_no_waiting_or_later_job_and_leaves_the_running_one() -> None:
+    """The worker stops on purpose: a suspect waiting for the running job, and any job that comes after, never start
+    (nor say they started); the running job goes on until it hands itself back."""
+    quarantine, log, outcomes = Quarantine(), [], {}
+    release = threading.Event()
+    running = hold(quarantine, False, log, "running", release)
+
+    def arrive(name: str, suspect: bool) -> threading.Thread:
+        def run() -> None:
+            try:
+                with quarantine.run(suspect, lambda: log.append(f"{name} started")):
+                    log.append(f"{name} runs")
+            except QuarantineClosed:
+                outcomes[name] = "closed"
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    waiting = arrive("suspect", True)
+    settle()
+    quarantine.close()
+    waiting.join(WAIT)
+    later = arrive("later", False)
+    later.join(WAIT)
+    assert outcomes == {"suspect": "closed", "later": "closed"}
+    assert log == ["running runs"]
+    release.set()
+    running.join(WAIT)
+    assert log == ["running runs", "running ends"]

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from core.api_keys import create_api_key
 from core.db import Database
 from core.job_deletion import JobNotEnded, delete_job, empty_trash
-from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from core.job_states import JobState, SegmentState
+from core.models import Job, JobSegment, utc_now
 from core.retention import apply_retention
 from core.settings import Settings, SettingsError
 from core.storage import DataFolder

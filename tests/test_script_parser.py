@@ -1,4 +1,4 @@
-"""Tests for pipeline.script: every accepted format, every rejection, the shipped example scripts,
+"""Tests for script_text.parser: every accepted format, every rejection, the shipped example scripts,
 and hypothesis properties (round trips, only ScriptError on junk, invariants of a parsed Script)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.script import (
+from script_text.parser import (
     MAX_PAUSE_SECONDS,
     MAX_SCRIPT_CHARS,
     MAX_SPEAKERS,
@@ -30,7 +30,7 @@ from pipeline.script import (
     script_warnings,
     unknown_speaker_message,
 )
-from pipeline.speech_text import has_words_to_say, normalize_for_speech
+from script_text.speech_text import has_words_to_say, normalize_for_speech
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
 
@@ -93,6 +93,29 @@ def test_speaker_number_above_99_is_rejected() -> None:
     err = rejection("Speaker 1: ok\nSpeaker 100: too many digits")
     assert err.line == 2
     assert "Speaker 0 to Speaker 99" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "prefix"),
+    [
+        ("Speaker 1: ok\nSpeaker -1: a negative number", 2, ""),
+        ("Speaker 1: ok\n\nspeaker -007:no space after the colon", 3, ""),
+        ("[Speaker 1] ok\n[Speaker -1] in brackets", 2, ""),
+        ('{"turns": [{"speaker": 1, "text": "ok"},\n{"speaker": "Speaker -1", "text": "no"}]}', 2, "turn #2: "),
+    ],
+    ids=["colon", "leading zeros", "bracket", "json"],
+)
+def test_a_negative_speaker_number_is_rejected_at_its_line_as_out_of_range(text: str, line: int, prefix: str) -> None:
+    err = rejection(text)
+    assert err.line == line
+    assert err.message.startswith(f"{prefix}speaker number -") and err.message.endswith(
+        "is out of range; use Speaker 0 to Speaker 99"
+    )
+
+
+def test_a_hyphen_joined_to_speaker_stays_part_of_a_name() -> None:
+    script = parse_script("Speaker-1: a name with a hyphen")
+    assert script.speakers == (Speaker("Speaker-1", "Speaker-1"),)
 
 
 # --- Name format ---------------------------------------------------------------------
@@ -194,6 +217,16 @@ def test_curly_quotes_and_primes_become_ascii() -> None:
 def test_odd_spaces_zero_width_and_control_characters_are_normalised() -> None:
     raw = "Speaker\u00a01:\tOne\u2003two\u200b\u200dthree\x00\x07\x85 \u3000four\ufeff  \t five"
     assert texts(parse_script(raw)) == ["One twothree four five"]
+
+
+BIDI_CONTROLS = "".join(chr(code) for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def test_bidirectional_embeddings_overrides_and_isolates_are_dropped_from_text_and_names() -> None:
+    script = parse_script(f"Al{BIDI_CONTROLS}ice: \u202eevil\u202c and\u2067 isolated\u2069 text\nalice: again")
+    assert script.speakers == (Speaker("Alice", "Alice"),)
+    assert texts(script) == ["evil and isolated text", "again"]
+    assert nothing_to_say(BIDI_CONTROLS) == "has nothing to say aloud: only spaces or control characters"
 
 
 C0_AND_C1_CONTROLS = "".join(
@@ -706,12 +739,13 @@ def test_script_is_frozen() -> None:
 )
 def test_hostile_input_is_handled_quickly(text: str) -> None:
     assert len(text) <= 250_000
-    started = time.perf_counter()
+    # This process's CPU time, not the wall clock: what a backtracking pattern burns, whatever else the machine runs.
+    started = time.process_time()
     try:
         parse_script(text)
     except ScriptError:
         pass
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 # --- shipped example scripts --------------------------------------------------------------

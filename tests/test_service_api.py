@@ -12,6 +12,8 @@ import httpx
 import pytest
 import soundfile as sf
 
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 from tests.service_client import read_events, upload_voice, wait_for
 from tests.synthetic_audio import voice_like
 
@@ -46,6 +48,8 @@ def test_submit_follow_progress_and_download_every_format(alice: httpx.Client, a
     assert job["kbps"] == {"mp3": 64, "opus": 64}  # as asked, and the format's default
     assert response.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["state"] == "queued" and job["position"] >= 1 and job["title"] == "pilot"
+    planned = plan_script(parse_script(SCRIPT), "turns")  # a queued job says how long it will be, as planned
+    assert job["progress"]["frames_planned"] == planned.estimated_frames and job["progress"]["segments_total"] == 3
 
     events = read_events(alice, job["id"])
     assert events[0][0] == "state"
@@ -71,11 +75,13 @@ def test_submit_follow_progress_and_download_every_format(alice: httpx.Client, a
 
     srt = alice.get(final["outputs"]["srt"]).text
     vtt = alice.get(final["outputs"]["vtt"]).text
-    chapters = alice.get(final["outputs"]["chapters"]).json()
+    timeline = alice.get(final["outputs"]["turns"]).json()
     assert "Alice: Welcome to the show" in srt and srt.count("-->") == 3
     assert vtt.startswith("WEBVTT") and vtt.count("<v Alice>") == 2
-    assert [turn["speaker"] for turn in chapters["turns"]] == ["Alice", "Bob", "Alice"]
-    assert chapters["turns"][2]["start"] - chapters["turns"][1]["end"] == pytest.approx(1.0, abs=0.01)
+    assert [turn["speaker"] for turn in timeline["turns"]] == ["Alice", "Bob", "Alice"]
+    assert timeline["turns"][2]["start"] - timeline["turns"][1]["end"] == pytest.approx(1.0, abs=0.01)
+    chapters = alice.get(final["outputs"]["chapters"]).json()
+    assert chapters["version"] == "1.2.0" and chapters["chapters"][0]["startTime"] == 0
 
     wav_url = final["outputs"]["audio"]["wav"]
     whole = alice.get(wav_url).content
@@ -247,7 +253,7 @@ def test_a_key_sees_only_its_own_jobs_and_voices_and_admins_see_all(
     assert plan["revision"] == 0 and [segment["index"] for segment in plan["segments"]] == list(
         range(job["progress"]["segments_total"])
     )
-    timed = alice.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    timed = alice.get(f"/v1/jobs/{job_id}/turns.json").json()["turns"]
     planned = [turn for segment in plan["segments"] for turn in segment["turns"]]
     assert [(turn["index"], turn["speaker"], turn["text"]) for turn in planned] == [
         (turn["index"], turn["speaker"], turn["text"]) for turn in timed

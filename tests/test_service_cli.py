@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from core.api_keys import find_api_key
 from core.db import Database
 from core.settings import Settings
+from tests.conftest import RunCli
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def voxcast(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    import os
-
-    command = [sys.executable, "-m", "cli.main", *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+TIMEOUT = 120  # seconds: each command refuses or stops by itself well before
 
 
-def test_serve_without_redis_says_how_to_start_it(tmp_path: Path) -> None:
+def test_serve_without_redis_says_how_to_start_it(tmp_path: Path, run_cli: RunCli) -> None:
     env = {"VOXCAST_DATA_DIR": str(tmp_path), "VOXCAST_REDIS_URL": "redis://127.0.0.1:9/0"}
-    result = voxcast("serve", env=env)
+    result = run_cli("serve", env=env, timeout=TIMEOUT)
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: no Redis answers at redis://127.0.0.1:9/0") and "redis-server" in line
     assert not (tmp_path / "voxcast.db").exists()  # nothing started, nothing written
 
 
-def test_keys_create_prints_a_key_the_database_knows_only_by_hash(tmp_path: Path) -> None:
+def test_keys_create_prints_a_key_the_database_knows_only_by_hash(tmp_path: Path, run_cli: RunCli) -> None:
     env = {"VOXCAST_DATA_DIR": str(tmp_path)}
-    result = voxcast("keys", "create", "--name", "ci", "--admin", env=env)
+    result = run_cli("keys", "create", "--name", "ci", "--admin", env=env, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr
     secret = result.stdout.strip().splitlines()[-1]
     assert secret.startswith("vxc_")
@@ -42,12 +34,12 @@ def test_keys_create_prints_a_key_the_database_knows_only_by_hash(tmp_path: Path
             assert key is not None and key.is_admin and key.name == "ci"
     finally:
         database.dispose()
-    listed = voxcast("keys", "list", env=env)
+    listed = run_cli("keys", "list", env=env, timeout=TIMEOUT)
     assert "ci" in listed.stdout and secret not in listed.stdout
 
 
 def test_serve_stops_with_one_clear_line_when_its_worker_cannot_load_the_model(
-    tmp_path: Path, tiny_hf_checkpoint: Path, service_redis_url: str
+    tmp_path: Path, tiny_hf_checkpoint: Path, service_redis_url: str, run_cli: RunCli
 ) -> None:
     import shutil
 
@@ -62,6 +54,7 @@ def test_serve_stops_with_one_clear_line_when_its_worker_cannot_load_the_model(
         "VOXCAST_REDIS_NAMESPACE": f"serve-{tmp_path.name}",
         "VOXCAST_WORKER_MODEL": str(broken),
     }
-    result = voxcast("serve", "--port", str(free_port()), env=env)
+    result = run_cli("serve", "--port", str(free_port()), env=env, timeout=TIMEOUT)
     assert result.returncode == 1, result.stderr[-2000:]
+    assert f"voxcast: broker: the Redis at {service_redis_url} (VOXCAST_REDIS_URL)\n" in result.stdout
     assert "error: the worker stopped (its model did not load; its log is above), so the api stops too" in result.stderr

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -14,25 +15,30 @@ from sqlalchemy import inspect, select, update
 
 from core.api_keys import create_api_key, find_api_key, hash_key
 from core.db import Database, upgrade_database
-from core.models import ApiKey, Base, Job, JobSegment, JobState, utc_now
+from core.job_states import JobState
+from core.models import ApiKey, Base, Job, JobSegment, ScriptJob, utc_now
+from core.settings import Settings
+from core.storage import DataFolder, atomic_write
 from workers import job_records
+from workers.celery_app import create_celery_app
+from workers.script_sweeper import take_back_script_jobs
+from workers.sweeper import send_back
+
+
+def add_row(database: Database, model: type[Job] | type[ScriptJob], **values: object) -> str:
+    """A job or script job of a key of its own, with `values`; its id."""
+    with database.session() as session:
+        row = model(id=uuid.uuid4().hex, owner_id=create_api_key(session, "owner").id, **values)
+        session.add(row)
+        return row.id
 
 
 def add_job(database: Database, **values: object) -> str:
-    with database.session() as session:
-        owner = create_api_key(session, "owner").id
-        job = Job(
-            id=uuid.uuid4().hex,
-            owner_id=owner,
-            mode="turns",
-            queue="batch",
-            generation={"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0},
-            formats=["wav"],
-            voices={"0": "voice"},
-            **values,
-        )
-        session.add(job)
-        return job.id
+    generation = {"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0}
+    return add_row(
+        database, Job, mode="turns", queue="batch", generation=generation, formats=["wav"], voices={"0": "voice"},
+        **values,
+    )  # fmt: skip
 
 
 def test_migrations_build_exactly_the_schema_the_models_describe(database_url: str) -> None:
@@ -85,7 +91,8 @@ def test_a_job_is_claimed_by_one_delivery_only(database: Database) -> None:
 
 def test_a_cancelled_queued_job_is_never_run(database: Database) -> None:
     job_id = add_job(database, cancel_requested=True)
-    assert job_records.claim_job(database, job_id, "worker", stale_after=60) is None
+    assert job_records.claim_job(database, job_id, "worker", stale_after=60) == job_records.CancelledAtClaim(job_id)
+    assert job_records.claim_job(database, job_id, "worker", stale_after=60) is None  # ended: nothing to do
     with database.session() as session:
         assert session.get_one(Job, job_id).state == JobState.CANCELLED
 
@@ -100,20 +107,20 @@ def test_a_stored_segment_whose_words_changed_is_generated_again(database: Datab
     job_id = add_job(database)
     job = job_records.claim_job(database, job_id, "worker", stale_after=60)
     assert job is not None
-    for record in job_records.prepare_segments(database, job, PLANNED, 22):
+    for record in job_records.prepare_segments(database, job, PLANNED):
         stored = dataclasses.replace(record, audio_path=f"jobs/{job_id}/segments/{record.index:04d}.flac", frames=9)
         job_records.record_segment_done(database, job, stored, 1.2, "latents.npy", 9, record.index + 1)
     with database.session() as session:  # segment 1 as stored before hashes were kept
         session.execute(update(JobSegment).where(JobSegment.index == 1).values(text_hash=None))
 
     reworded = [dataclasses.replace(PLANNED[0], text_hash="c" * 64), PLANNED[1]]
-    first, second = job_records.prepare_segments(database, job, reworded, 22)
+    first, second = job_records.prepare_segments(database, job, reworded)
     assert (first.done, first.text_changed, first.audio_path, first.frames, first.seed) == (False, True, None, 0, 5)
     assert (second.done, second.text_changed, second.frames) == (True, False, 9)
     with database.session() as session:
         rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id).order_by(JobSegment.index)).all()
         assert [(row.state, row.text_hash) for row in rows] == [("pending", "c" * 64), ("done", "b" * 64)]
-    again = job_records.prepare_segments(database, job, reworded, 22)
+    again = job_records.prepare_segments(database, job, reworded)
     assert [record.text_changed for record in again] == [False, False]  # said once, not at every run
 
 
@@ -122,7 +129,7 @@ def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> Non
     first = job_records.claim_job(database, job_id, "dead-worker", stale_after=60)
     assert first is not None
     job_records.mark_started(database, first)
-    records = job_records.prepare_segments(database, first, PLANNED, 22)
+    records = job_records.prepare_segments(database, first, PLANNED)
     assert [record.index for record in records] == [0, 1] and not any(record.done for record in records)
     assert job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2) == []  # it is alive
 
@@ -133,7 +140,7 @@ def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> Non
     assert second is not None
     assert not job_records.beat(database, first)  # the old holder learns it lost the job
     assert not job_records.finish_job(database, first, JobState.FAILED, error="too late")
-    again = job_records.prepare_segments(database, second, PLANNED, 22)
+    again = job_records.prepare_segments(database, second, PLANNED)
     assert len(again) == 2  # the rows are reused, not duplicated
     with database.session() as session:
         assert len(session.scalars(select(JobSegment).where(JobSegment.job_id == job_id)).all()) == 2
@@ -173,3 +180,92 @@ def test_a_job_claimed_but_not_yet_started_is_not_charged_with_its_workers_death
     with database.session() as session:
         job = session.get_one(Job, waiting_id)
         assert (job.state, job.worker_deaths, job.waiting, job.worker) == (JobState.QUEUED, 0, False, None)
+
+
+def test_a_job_handed_back_is_queued_again_without_a_death_and_the_guard_never_counts_it(database: Database) -> None:
+    """A planned stop of its worker queues the job again (`handbacks` + 1); a job handed back as often as the limit of
+    deaths allows, then killed once, is queued again, not failed: only the death counts."""
+    job_id = add_job(database)
+    for stop in (1, 2):
+        held = job_records.claim_job(database, job_id, f"host:{stop}:1", stale_after=60)
+        assert held is not None
+        job_records.mark_started(database, held)
+        assert job_records.hand_back_job(database, held)
+        assert not job_records.hand_back_job(database, held)  # no longer its worker's
+        with database.session() as session:
+            job = session.get_one(Job, job_id)
+            assert (job.state, job.worker, job.handbacks, job.worker_deaths) == (JobState.QUEUED, None, stop, 0)
+    held = job_records.claim_job(database, job_id, "host:3:1", stale_after=60)
+    assert held is not None
+    job_records.mark_started(database, held)
+    released = job_records.release_abandoned_jobs(database, dead_process="host:3", max_worker_deaths=2)
+    assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, 1, False)]
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        assert (job.state, job.attempts, job.handbacks, job.worker_deaths) == (JobState.QUEUED, 3, 2, 1)
+
+
+def test_a_job_whose_cancel_is_pending_is_not_handed_back(database: Database) -> None:
+    job_id = add_job(database)
+    held = job_records.claim_job(database, job_id, "host:1:1", stale_after=60)
+    assert held is not None
+    with database.session() as session:
+        session.get_one(Job, job_id).cancel_requested = True
+    assert not job_records.hand_back_job(database, held)  # its worker ends it as cancelled instead
+    assert job_records.finish_job(database, held, JobState.CANCELLED)
+
+
+def test_a_stopped_worker_s_jobs_are_handed_back_by_its_supervisor(database: Database) -> None:
+    """A worker killed once its planned stop outlived its grace: what it still held goes back as hand-backs."""
+    running_id, other_id = add_job(database), add_job(database)
+    running = job_records.claim_job(database, running_id, "host:7:1", stale_after=60)
+    other = job_records.claim_job(database, other_id, "host:8:1", stale_after=60)
+    assert running is not None and other is not None
+    job_records.mark_started(database, running)
+    handed = job_records.hand_back_process_jobs(database, "host:7")
+    assert [(job.id, job.worker_deaths, job.failed) for job in handed] == [(running_id, 0, False)]
+    with database.session() as session:
+        assert session.get_one(Job, running_id).handbacks == 1
+        assert session.get_one(Job, other_id).state == JobState.RUNNING  # another process's
+
+
+def test_a_job_the_guard_fails_counts_what_its_folder_holds(database: Database, tmp_path: Path) -> None:
+    """Failed by the worker-death guard, a job counts the bytes its folder holds, not its submission's estimate."""
+    settings = Settings(data_dir=tmp_path)
+    data = DataFolder.from_settings(settings)
+    job_id = add_job(database, storage_bytes=23_400_000)  # what it was expected to write
+    folder = data.job(job_id)
+    atomic_write(folder.script, lambda handle: handle.write(b"Alice: Hi.\n"))
+    atomic_write(folder.segment_partial_frames(0), lambda handle: handle.write(bytes(1000)))
+    held = job_records.claim_job(database, job_id, "host:9:1", stale_after=60)
+    assert held is not None
+    job_records.mark_started(database, held)
+    abandoned = job_records.release_abandoned_jobs(database, dead_process="host:9", max_worker_deaths=1)
+    assert [job.failed for job in abandoned] == [True]
+    assert send_back(settings, database, create_celery_app(settings), abandoned, "the worker died") == []
+    with database.session() as session:
+        assert session.get_one(Job, job_id).storage_bytes == data.files.tree_bytes(folder.root) == 1011
+
+
+def add_running_script_job(database: Database, worker: str, started_at: datetime, deliveries: int, handbacks: int) -> str:
+    return add_row(
+        database, ScriptJob, task="draft", source="notes", options={}, max_attempts=2, state=JobState.RUNNING,
+        worker=worker, started_at=started_at, heartbeat_at=started_at, deliveries=deliveries, handbacks=handbacks,
+    )  # fmt: skip
+
+
+def test_a_starting_scripts_worker_takes_back_only_what_its_node_name_held_before_it_started(database: Database) -> None:
+    """A job the new process claims as it starts (one handed back by the stop before, say) is its own, not a dead
+    one's; a job claimed before it started is a dead process's: taken back, and its hand-back is not a death."""
+    started = utc_now()
+    own = add_running_script_job(database, "voxcast-scripts@host", started + timedelta(seconds=1), 2, 1)
+    dead = add_running_script_job(database, "voxcast-scripts@host", started - timedelta(seconds=5), 2, 1)
+    sent: list[str] = []
+    taken = take_back_script_jobs(
+        database, sent.append, max_deaths=2, worker="voxcast-scripts@host", claimed_before=started
+    )
+    assert taken == sent == [dead]  # its deliveries less its hand-backs: one death, below the limit of two
+    with database.session() as session:
+        assert session.get_one(ScriptJob, own).state == JobState.RUNNING
+        assert session.get_one(ScriptJob, dead).state == JobState.QUEUED
+

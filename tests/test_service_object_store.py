@@ -104,7 +104,7 @@ def test_a_job_goes_from_the_api_host_to_a_worker_host_and_back_through_the_buck
     assert {"inputs/script.txt", "inputs/voices/0.wav", "inputs/voices/1.wav"} <= keys.keys()
     assert {f"segments/{row.index:04d}.flac" for row in segments} <= keys.keys()
     assert {f"segments/{row.index:04d}.latents.npy" for row in segments} <= keys.keys()
-    names = ("episode.wav", "episode.mp3", "episode.srt", "episode.vtt", "episode.chapters.json")
+    names = ("episode.wav", "episode.mp3", "episode.srt", "episode.vtt", "episode.chapters.json", "episode.turns.json")
     assert {f"outputs/{name}" for name in names} <= keys.keys()
     assert not [key for key in keys if key.endswith((".partial.frames", ".tmp"))]
     assert local_files(stack.root / "api-host" / "jobs") == []  # scratch only, and gone once used
@@ -132,7 +132,7 @@ def test_a_job_goes_from_the_api_host_to_a_worker_host_and_back_through_the_buck
     assert mp3.content == stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.mp3")
     vtt = client.get(f"/v1/jobs/{job_id}/transcript.vtt")
     assert vtt.status_code == 200 and vtt.text.startswith("WEBVTT")
-    timed = client.get(f"/v1/jobs/{job_id}/chapters.json").json()["turns"]
+    timed = client.get(f"/v1/jobs/{job_id}/turns.json").json()["turns"]
     plan = client.get(f"/v1/jobs/{job_id}/plan").json()  # read from the bucket, no copy left on the api host
     assert [turn["index"] for segment in plan["segments"] for turn in segment["turns"]] == [t["index"] for t in timed]
     segment = client.get(f"/v1/jobs/{job_id}/segments/0/audio")
@@ -254,3 +254,55 @@ def test_two_workers_with_separate_disks_share_the_jobs_and_the_metrics_show_bot
     assert sum(ran.values()) == 4 and all(ran.values()), ran  # one job at a time each: both took some
     for worker in started:
         kill(worker)
+
+
+def test_a_shows_feed_and_its_files_come_from_the_bucket_through_the_api(  # type: ignore[no-untyped-def]
+    stack, s3_server, bucket: str, voice_wav: Path
+) -> None:
+    """Publishing with object storage: the artwork and the episode live in the bucket, the api host keeps nothing, and
+    the feed's files answer HEAD, Range and conditional requests as they do from a folder."""
+    import feedparser
+
+    from tests.test_service_feeds import SHOW, artwork, path_of
+
+    worker = start_worker_on(stack, "host-1")
+    client = stack.client(stack.mint_key("podcaster"))
+    app = httpx.Client(base_url=stack.base_url, timeout=60)
+    voice = upload_voice(client, voice_wav, "voice")
+    show = client.post("/v1/shows", json=SHOW).json()
+    cover = artwork()
+    assert client.put(f"/v1/shows/{show['id']}/artwork", files={"file": ("c.jpg", cover, "image/jpeg")}).status_code == 200
+    assert f"{PREFIX}/shows/{show['id']}/artwork.jpg" in s3_server.keys(bucket, f"{PREFIX}/shows/")
+    response = client.post(
+        "/v1/jobs",
+        json={
+            "script": FOUR_TURNS,
+            "voices": {"Alice": voice, "Bob": voice},
+            "settings": FOUR_TURNS_SETTINGS,
+            "formats": ["mp3"],
+            "episode": {"show_id": show["id"], "title": "From the bucket", "number": 3},
+        },
+    )
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    assert wait_for(client, job_id, FINAL, timeout=180)["state"] == "done"
+
+    parsed = feedparser.parse(app.get(path_of(show["feed_url"])).content)
+    assert not parsed.bozo and [entry.title for entry in parsed.entries] == ["From the bucket"]
+    (enclosure,) = parsed.entries[0].enclosures
+    mp3 = app.get(path_of(enclosure.href))
+    assert mp3.status_code == 200 and len(mp3.content) == int(enclosure.length)
+    assert mp3.content.endswith(stored(s3_server, bucket, f"jobs/{job_id}/outputs/episode.mp3"))
+    head = app.head(path_of(enclosure.href))
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == mp3.headers["etag"]
+    part = app.get(path_of(enclosure.href), headers={"Range": "bytes=100-4195"})
+    assert part.status_code == 206 and part.content == mp3.content[100:4196]
+    assert app.get(path_of(enclosure.href), headers={"If-None-Match": mp3.headers["etag"]}).status_code == 304
+    assert app.get(path_of(parsed.feed.image.href)).content == cover
+    assert local_files(stack.root / "api-host") == []  # read from the bucket, no copy kept
+
+    assert client.delete(f"/v1/jobs/{job_id}?purge=true").status_code == 204
+    assert feedparser.parse(app.get(path_of(show["feed_url"])).content).entries == []
+    assert client.delete(f"/v1/shows/{show['id']}").status_code == 204
+    assert s3_server.keys(bucket, f"{PREFIX}/shows/{show['id']}") == {}
+    kill(worker)

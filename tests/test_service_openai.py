@@ -18,8 +18,9 @@ FAST = {"settings": {"diffusion_steps": 2, "seed": 11}}  # voxcast's extension o
 
 
 @pytest.fixture(scope="module")
-def stack(make_service_stack):  # type: ignore[no-untyped-def]
-    return make_service_stack().start()
+def stack(shared_stack):  # type: ignore[no-untyped-def]
+    """The session's stack: this file only submits jobs and reads them back, under keys of its own."""
+    return shared_stack
 
 
 @pytest.fixture(scope="module")

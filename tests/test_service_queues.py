@@ -15,19 +15,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from core.job_states import QUEUE_KINDS
 from core.settings import Settings
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 from tests.service_client import upload_voice
-from workers.celery_app import (
-    QUEUE_KINDS,
-    RUN_JOB_TASK,
-    create_celery_app,
-    enqueue_job,
-    priority_list_keys,
-    queue_name,
-    task_queue,
-)
+from workers.celery_app import RUN_JOB_TASK, create_celery_app, enqueue_job, priority_list_keys, queue_name, task_queue
 
 SHORT = "Alice: A short line, said once."
 # About three minutes of speech by the plan's estimate (14 characters a second): past the 120 s threshold.

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import func, select
 
 from core.models import ScriptJob
-from pipeline.drafting.jobs import MAX_SOURCE_CHARS
+from script_text.drafting.jobs import MAX_SOURCE_CHARS
 from tests.hardening import assert_healthy, assert_refused
 from tests.service_client import read_event_stream
 from tests.test_hardening_inputs import SCRIPTS as HOSTILE_SCRIPTS
@@ -187,6 +187,42 @@ def test_a_killed_scripts_worker_runs_its_draft_again_when_it_starts(stack, clie
             session.expire_all()
     assert client.delete(f"/v1/scripts/{script_id}").status_code == 200
     assert wait_for_script(client, script_id, {"cancelled"}, timeout=15)["state"] == "cancelled"
+
+
+def test_a_stopped_scripts_worker_hands_its_draft_back_and_only_a_death_counts(stack, client: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM: the scripts worker hands its running draft back (queued to start over, `handbacks` 1) and ends within
+    seconds. The next worker takes it; killed (a death), the draft is taken back once more: one death is below the
+    limit of two, whatever the hand-back added to its deliveries."""
+    script_id = long_draft_under_way(client)
+    worker = stack.workers[-1]
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    with stack.database().session() as session:
+        row = session.get_one(ScriptJob, script_id)
+        assert (row.state, row.worker, row.deliveries, row.handbacks) == ("queued", None, 1, 1)
+    assert client.get(f"/v1/scripts/{script_id}").json()["handbacks"] == 1
+
+    killed = stack.start_scripts_worker()  # takes it (its message was sent again)
+    wait_for_deliveries(stack, script_id, 2)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    stack.start_scripts_worker()  # same node name: it takes back what the dead one held
+    row = wait_for_deliveries(stack, script_id, 3)
+    assert (row.state, row.handbacks) == ("running", 1)  # not failed: one death, not two
+    assert client.delete(f"/v1/scripts/{script_id}").status_code == 200
+    assert wait_for_script(client, script_id, {"cancelled"}, timeout=15)["state"] == "cancelled"
+
+
+def wait_for_deliveries(stack, script_id: str, deliveries: int) -> ScriptJob:  # type: ignore[no-untyped-def]
+    """The script job's row once a worker has taken it `deliveries` times and runs it."""
+    deadline = time.monotonic() + 60
+    with stack.database().session() as session:
+        while (row := session.get_one(ScriptJob, script_id)).deliveries < deliveries or row.state != "running":
+            assert time.monotonic() < deadline, (row.state, row.deliveries, row.worker)
+            time.sleep(0.1)
+            session.expire_all()
+        session.expunge(row)
+    return row
 
 
 def test_a_draft_whose_scripts_worker_hangs_runs_again_on_another_and_the_hung_one_writes_nothing(  # type: ignore[no-untyped-def]

@@ -92,3 +92,21 @@ def test_a_finished_jobs_usage_is_what_its_folder_holds_and_admins_see_every_key
 def test_usage_needs_a_key(stack) -> None:  # type: ignore[no-untyped-def]
     assert stack.client(None).get("/v1/usage").status_code == 401
     assert httpx.get(f"{stack.base_url}/v1/admin/usage").status_code == 401
+
+
+def test_a_job_cancelled_while_queued_counts_what_its_folder_holds(make_service_stack, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
+    """Queued, a job counts what it is expected to write; cancelled before any worker took it (there is none here), it
+    counts its inputs alone, as they are on disk."""
+    stack = make_service_stack()
+    stack.start_api()
+    client = stack.client(stack.mint_key("canceller"))
+    voice = upload_voice(client, voice_wav, "host")
+    body = {"script": SCRIPT, "voices": {"Alice": voice, "Bob": voice}, "settings": FAST, "formats": ["wav", "mp3"]}
+    job_id = client.post("/v1/jobs", json=body).json()["id"]
+    data = stack.root / "data"
+    held = files_under(data / "jobs" / job_id) + files_under(data / "voices")
+    assert client.get("/v1/usage").json()["bytes"] > held  # the estimate of what it will write
+    cancelled = client.delete(f"/v1/jobs/{job_id}")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert client.get("/v1/usage").json()["bytes"] == held
+

@@ -210,3 +210,35 @@ def test_a_stream_cut_by_a_cancel_ends_incomplete_and_a_client_that_leaves_cance
         assert time.monotonic() < deadline and job["state"] == "running", job
         time.sleep(0.2)
     assert job["cancel_requested"]
+
+
+def test_a_listener_that_connects_late_hears_the_segment_from_its_start(
+    stack, worker, http: httpx.Client, voice: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A page that follows the job it just sent, or one opened from History, subscribes after the worker has made
+    frames: it first gets what the segment made so far (from frame 0), then the live chunks, and together they are
+    the stored segment; nothing of the live audio is left behind once the job ends."""
+    script = "".join(
+        f"{'Alice' if i % 2 == 0 else 'Bob'}: Line {i} of a long conversation, said slowly.\n" for i in range(12)
+    )
+    body = {"script": script, "voices": {"Alice": voice, "Bob": voice}, "mode": "whole", "settings": FAST}
+    response = http.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 120
+    while (job := http.get(f"/v1/jobs/{job_id}").json())["progress"]["frames_done"] < 24:
+        assert job["state"] in {"queued", "running"} and time.monotonic() < deadline, job
+        time.sleep(0.05)
+    reader = EventReader(http, job_id)
+    reader.start()
+    reader.join(120)
+    assert not reader.is_alive(), "the event stream did not end"
+    assert reader.events[-1][1]["state"] == "done", reader.events[-1]
+    chunks = [data for name, data in reader.events if name == "audio"]
+    assert chunks[0]["first_frame"] == 0 and chunks[0]["frames"] >= 24, chunks[0]["frames"]  # made before it listened
+    audio = bytearray()
+    for chunk in chunks:  # kept by frame index, as a listener keeps them: the live ones may overlap the first
+        assert chunk["first_frame"] * 6400 <= len(audio), "a gap between what was made and what came live"
+        audio[chunk["first_frame"] * 6400 :] = base64.b64decode(chunk["pcm"])
+    np.testing.assert_allclose(pcm_samples(bytes(audio)), np.clip(stored_segment(http, job_id, 0), -1, 1), atol=QUANTUM)
+    assert not list((stack.root / "data" / "jobs" / job_id).rglob("*.live.pcm"))

@@ -1,4 +1,4 @@
-"""pipeline.speech_text: every supported form read as words, pathological inputs in linear time, and
+"""script_text.speech_text: every supported form read as words, pathological inputs in linear time, and
 hypothesis properties (never raises, no digit survives, normalising twice changes nothing)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.script import MAX_SCRIPT_CHARS
-from pipeline.speech_text import cardinal, normalize_for_speech, ordinal, year
+from script_text.parser import MAX_SCRIPT_CHARS
+from script_text.speech_text import cardinal, normalize_for_speech, ordinal, year
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ASCII_DIGIT = re.compile(r"[0-9]")
@@ -202,11 +202,12 @@ HOSTILE_INPUTS = {
 
 @pytest.mark.parametrize("name", HOSTILE_INPUTS)
 def test_hostile_input_is_normalised_in_linear_time(name: str) -> None:
-    # ReDoS guard (the bound is generous; a backtracking pattern takes minutes on these, not seconds).
+    # ReDoS guard (the bound is generous; a backtracking pattern takes minutes on these, not seconds), on this
+    # process's CPU time: what other processes on the machine take does not count.
     text = HOSTILE_INPUTS[name]
-    started = time.perf_counter()
+    started = time.process_time()
     spoken = normalize_for_speech(text)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert not ASCII_DIGIT.search(spoken)
 
 

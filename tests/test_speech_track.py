@@ -9,8 +9,8 @@ import pytest
 from api.services.speech_track import SpeechTrack
 from core.job_events import AudioEvent
 from core.pcm import streaming_wav_header, to_pcm16
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 
 FRAME = 3200
 

@@ -10,7 +10,7 @@ from transformers.models.vibevoice_acoustic_tokenizer.modeling_vibevoice_acousti
     VibeVoiceAcousticTokenizerConv1dPaddingCache,
 )
 
-from pipeline.model_loading import LoadedModel, load_model
+from models.loading import LoadedModel, load_model
 from tokenizer.streaming import SlotConvCache
 
 

@@ -13,8 +13,8 @@ import soxr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.audio_rates import SAMPLE_RATE
 from tests.synthetic_audio import voice_like
-from tokenizer.rates import SAMPLE_RATE
 from tokenizer.voice_prompt import (
     MAX_FILE_BYTES,
     MAX_FILE_SECONDS,
@@ -27,6 +27,7 @@ from tokenizer.voice_prompt import (
     VoicePromptError,
     load_voice_prompt,
     prepare_voice_samples,
+    resampled_length,
 )
 
 VOICES_DIR = Path(__file__).resolve().parents[2] / "shared" / "examples" / "voices"
@@ -137,12 +138,13 @@ def test_awkward_sample_rate_resamples_to_the_right_length(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("sample_rate", [16_000, 44_100, 24_000])
 def test_a_voice_is_resampled_and_levelled_as_the_original_processor_does(tmp_path: Path, sample_rate: int) -> None:
-    """The original loads voices with librosa (soxr at high quality, its length rounded up to whole samples), then
-    levels them to -25 dBFS dividing by rms + 1e-6, and by peak + 1e-6 if that clipped."""
+    """The original loads voices with librosa (soxr at high quality, its length the float ratio of the rates times
+    the length, rounded up), then levels them to -25 dBFS dividing by rms + 1e-6, and by peak + 1e-6 if that
+    clipped."""
     path = write(tmp_path / "voice.wav", voice_like(4.0, sample_rate, seed=sample_rate), sample_rate, subtype="FLOAT")
     recorded, _ = sf.read(path, dtype="float32")
     expected = soxr.resample(recorded, sample_rate, 24_000, quality="HQ") if sample_rate != 24_000 else recorded
-    length = math.ceil(len(recorded) * 24_000 / sample_rate)
+    length = int(np.ceil(len(recorded) * (24_000 / sample_rate)))  # librosa.resample's own expression
     expected = np.pad(expected, (0, max(0, length - len(expected))))[:length].astype(np.float64)
     expected *= 10 ** (-25 / 20) / (math.sqrt(np.mean(expected**2)) + 1e-6)
     if (peak := np.abs(expected).max()) > 1:
@@ -152,6 +154,25 @@ def test_a_voice_is_resampled_and_levelled_as_the_original_processor_does(tmp_pa
 
     assert len(prompt.samples) == length
     np.testing.assert_allclose(prompt.samples, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("samples", "sample_rate", "expected"),
+    [
+        (408_807, 44_100, 222_481),  # exactly 222,480: the float ratio lands above it, and librosa keeps one more
+        (441_000, 44_100, 240_001),  # ten seconds: the float product lands above 240,000 here too
+        (147_000, 44_100, 80_000),  # where it hits the whole number exactly
+        (48_000 * 5 + 1, 48_000, 120_001),  # a half sample rounds up
+    ],
+)
+def test_a_resampled_voice_is_as_long_as_librosa_makes_it(
+    tmp_path: Path, samples: int, sample_rate: int, expected: int
+) -> None:
+    rng = np.random.default_rng(samples)
+    path = write(tmp_path / "voice.wav", (0.1 * rng.standard_normal(samples)).astype(np.float32), sample_rate)
+
+    assert resampled_length(samples, sample_rate) == expected
+    assert len(load_voice_prompt(path).samples) == expected
 
 
 @pytest.mark.parametrize("sample_rate", [4_000, 384_000])

@@ -8,6 +8,9 @@ points; the committed set in docs/screenshots/ is refreshed with VOXCAST_SCREENS
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -20,15 +23,23 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 from tests.conftest import ROOT, ServiceStack, write_voice_file
 from tests.service_client import upload_voice
+from webui.kept_work import DRAFTS_STORAGE_KEY, KEY_STORAGE_KEY, STORAGE_SECRET
 from webui.render import clock
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
+# How long a page action or an `expect` waits, unless a test says otherwise. One figure for both: on a loaded 2-core
+# machine a page can take seconds to answer (Playwright's own `expect` default, 5 s, saw Gradio's pending timer instead
+# of the connection line), and a wait that is met returns at once.
+PAGE_TIMEOUT = 20_000  # ms
+expect.set_options(timeout=PAGE_TIMEOUT)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -90,14 +101,17 @@ def browser() -> Iterator[object]:
 
 @pytest.fixture
 def open_studio(browser, stack: ServiceStack) -> Iterator:  # type: ignore[no-untyped-def]
-    """Open the studio in a fresh browser context and connect with a key; every context closes afterwards."""
+    """Open the studio in a fresh browser context and connect with a key; every context closes afterwards, and the
+    studio must have logged no traceback meanwhile (an event handler that failed shows the page no stack trace)."""
     contexts = []
+    log = stack.root / "serve.log"
+    logged_before = log.stat().st_size
 
     def open_page(key: str, viewport: dict[str, int] = LAPTOP, expected: str = "Connected"):  # type: ignore[no-untyped-def]
         context = browser.new_context(viewport=viewport, accept_downloads=True)
         contexts.append(context)
         page = context.new_page()
-        page.set_default_timeout(20_000)
+        page.set_default_timeout(PAGE_TIMEOUT)
         page.goto(f"{stack.base_url}/studio/")
         expect(page.locator("#connection")).to_contain_text("enter your API key")
         page.locator("#api-key input").fill(key)
@@ -108,6 +122,10 @@ def open_studio(browser, stack: ServiceStack) -> Iterator:  # type: ignore[no-un
     yield open_page
     for context in contexts:
         context.close()
+    with log.open("rb") as handle:
+        handle.seek(logged_before)
+        logged = handle.read().decode(errors="replace")
+    assert "Traceback" not in logged, logged[logged.index("Traceback") :][:3000]
 
 
 def screenshot(page, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -127,6 +145,36 @@ def pick(page, dropdown: str, option: str) -> None:  # type: ignore[no-untyped-d
     page.get_by_role("option", name=option).first.click()
 
 
+def kept_in_browser(page, storage_key: str) -> object:  # type: ignore[no-untyped-def]
+    """What the studio keeps in this browser's storage under `storage_key`, read as the studio reads it (None when
+    nothing is kept). Gradio's BrowserState encrypts with CryptoJS: AES-256-CBC under a passphrase (the secret's
+    SHA-256 in hex), key and IV from OpenSSL's MD5 key derivation with the salt stored in front of the text."""
+    stored = page.evaluate("key => localStorage.getItem(key)", storage_key)
+    if not stored:
+        return None
+    salted = base64.b64decode(stored.split(":")[1])
+    assert salted[:8] == b"Salted__", stored
+    salt, encrypted = salted[8:16], salted[16:]
+    passphrase = hashlib.sha256(STORAGE_SECRET.encode()).hexdigest().encode()
+    derived, block = b"", b""
+    while len(derived) < 48:
+        block = hashlib.md5(block + passphrase + salt).digest()
+        derived += block
+    decryptor = Cipher(algorithms.AES(derived[:32]), modes.CBC(derived[32:48])).decryptor()
+    unpadder = padding.PKCS7(128).unpadder()
+    plain = unpadder.update(decryptor.update(encrypted) + decryptor.finalize()) + unpadder.finalize()
+    return json.loads(plain)
+
+
+def wait_until_kept(page, storage_key: str, holds, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
+    """Wait until what the browser keeps under `storage_key` satisfies `holds`: each save is a round trip to the
+    studio, which a loaded machine can take seconds to answer."""
+    deadline = time.monotonic() + timeout
+    while not holds(kept := kept_in_browser(page, storage_key)):
+        assert time.monotonic() < deadline, f"{storage_key} still holds {kept!r}"
+        page.wait_for_timeout(100)
+
+
 def sent_through_api(
     stack: ServiceStack, name: str, voice_wav: Path, **fields: object
 ) -> tuple[str, httpx.Client, str]:
@@ -141,12 +189,14 @@ def sent_through_api(
     return key, client, response.json()["id"]
 
 
-def cast_and_on_generate(stack: ServiceStack, open_studio, name: str, voice_wav: Path, script: str):  # type: ignore[no-untyped-def]
+def cast_and_on_generate(  # type: ignore[no-untyped-def]
+    stack: ServiceStack, open_studio, name: str, voice_wav: Path, script: str, viewport: dict[str, int] = LAPTOP
+):
     """A page of a new key called `name`, with `script` written, both speakers cast with one uploaded voice, and
     the Generate screen open; returns the key and the page."""
     key = stack.mint_key(name)
     upload_voice(stack.client(key), voice_wav, "Host voice")
-    page = open_studio(key)
+    page = open_studio(key, viewport)
     page.locator("#script textarea").fill(script)
     page.get_by_role("tab", name="2 · Cast").click()
     for speaker in (1, 2):
@@ -160,13 +210,25 @@ def history_rows(page):  # type: ignore[no-untyped-def]
     return page.locator("#history-table [role=row]").filter(has=page.get_by_role("gridcell"))
 
 
+def stands_out(message) -> None:  # type: ignore[no-untyped-def]
+    """A question before a delete, or the word that it was done, is drawn on a colour of its own at the size of the
+    text around it, not as a faint small grey line (Gradio's small text is 12 px, its text 14 px)."""
+    expect(message).to_be_visible()
+    background, size = message.evaluate("m => [getComputedStyle(m).backgroundColor, getComputedStyle(m).fontSize]")
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent") and float(size.removesuffix("px")) >= 14, (
+        background, size)  # fmt: skip
+
+
 def assert_no_stack_trace(page) -> None:  # type: ignore[no-untyped-def]
     expect(page.locator("body")).not_to_contain_text("Traceback")
     expect(page.locator("body")).not_to_contain_text('File "')
 
 
-def test_a_script_error_shows_at_its_line_and_examples_load(stack: ServiceStack, open_studio) -> None:  # type: ignore[no-untyped-def]
-    page = open_studio(stack.mint_key("writer"))
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_a_script_error_shows_at_its_line_and_examples_and_files_ask_before_replacing_a_script(
+    stack: ServiceStack, open_studio, tmp_path: Path, viewport: dict[str, int]
+) -> None:  # type: ignore[no-untyped-def]
+    page = open_studio(stack.mint_key(f"writer-{viewport['width']}"), viewport)
     page.locator("#script textarea").fill("Alice: Hello there.\nBob: Hi, Alice!\n[pause: 99s]\nAlice: Bye.\n")
     bad_line = page.locator("#script-preview .vx-bad-line")
     expect(bad_line).to_have_attribute("data-line", "3")
@@ -174,7 +236,26 @@ def test_a_script_error_shows_at_its_line_and_examples_load(stack: ServiceStack,
     expect(page.locator("#script-preview .vx-error-message")).to_contain_text("Line 3:")
     expect(page.locator("#script-preview .vx-error-message")).to_contain_text("at most 30 s")
     assert_no_stack_trace(page)
-    screenshot(page, "write-error")
+    if viewport is PHONE:  # stacked: the error comes right under the script box, above the upload controls
+        box, error, upload = (
+            page.locator(name).bounding_box()
+            for name in ("#script textarea", "#script-preview .vx-error-message", "#script-upload")
+        )
+        assert box["y"] + box["height"] <= error["y"] < upload["y"], (box, error, upload)
+    screenshot(page, "write-error" if viewport is LAPTOP else "phone-write-error")
+
+    # An uploaded file over a script of the producer's own asks first too; kept, the editor is untouched.
+    page.locator("#script textarea").fill(SCRIPT)
+    confirm = page.locator("#script-replace-confirm")
+    for answer, name in (("#script-keep", "theirs.txt"), ("#script-replace", "theirs-again.txt")):
+        (tmp_path / name).write_text(LONG_SCRIPT, encoding="utf-8")
+        with page.expect_file_chooser() as chooser:
+            page.locator("#script-upload").click()
+        chooser.value.set_files(tmp_path / name)
+        expect(confirm).to_contain_text(f"The editor holds a script of yours. Replace it with {name}?")
+        page.locator(answer).click()
+        expect(confirm).to_be_hidden()
+        expect(page.locator("#script textarea")).to_have_value(SCRIPT if answer == "#script-keep" else LONG_SCRIPT)
 
     page.locator("#script textarea").fill("Alice: Hello there.\nBob: Hi, Alice!\n[pause: 1s]\nAlice: Bye.\n")
     expect(page.locator("#script-preview .vx-turn")).to_have_count(3)
@@ -183,12 +264,26 @@ def test_a_script_error_shows_at_its_line_and_examples_load(stack: ServiceStack,
 
     if page.locator("#example-script").is_visible():
         expect(page.locator("#example-script")).to_contain_text(re.compile(r"\d+ bundled: pick one, then Load example"))
+        mine = page.locator("#script textarea").input_value()
         pick(page, "#example-script", "2p_short.txt")
+        # over a script of the producer's own, an example asks first; kept, the editor is untouched
         page.locator("#load-example").click()
+        expect(confirm).to_contain_text("The editor holds a script of yours. Replace it with 2p_short.txt?")
+        stands_out(confirm.locator(".vx-question"))
+        if viewport is LAPTOP:
+            screenshot(page, "write-replace-confirm")
+        page.locator("#script-keep").click()
+        expect(confirm).to_be_hidden()
+        expect(page.locator("#script textarea")).to_have_value(mine)
+        page.locator("#load-example").click()
+        page.locator("#script-replace").click()
+        expect(confirm).to_be_hidden()
         expect(page.locator("#script textarea")).to_have_value(
             (ROOT.parent / "shared" / "examples" / "scripts" / "2p_short.txt").read_text(encoding="utf-8")
         )
         expect(page.locator("#script-preview .vx-summary")).to_contain_text("2 speakers")
+        page.locator("#load-example").click()  # the editor holds that very text: nothing to ask
+        expect(confirm).to_be_hidden()
 
 
 def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
@@ -203,6 +298,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
         "mode": "turns",
         "settings": {"diffusion_steps": 100},
         "title": "Bob's long episode",
+        "priority": 4,
     }
     response = bob.post("/v1/jobs", json=body)
     assert response.status_code == 202, response.text
@@ -235,7 +331,16 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     storage = admin.locator(f'#admin-storage tr[data-key="{usage["key_id"]}"]')
     expect(storage).to_contain_text("bob")
     expect(storage).to_contain_text(f"{usage['bytes'] / 1e6:,.1f} MB")
+    # the controls come first, above the long table; then the figures of /metrics and the workers (none runs yet)
+    assert admin.locator("#admin-job").bounding_box()["y"] < admin.locator("#admin-table").bounding_box()["y"]
+    expect(admin.locator("#admin-metrics")).to_contain_text("0 workers up")
+    expect(admin.locator("#admin-metrics")).to_contain_text("oldest queued job waiting")
+    expect(admin.locator("#admin-metrics")).to_contain_text(re.compile(r"jobs: .*\d+ queued"))
+    if not stack.workers:
+        expect(admin.locator("#admin-workers .vx-no-workers")).to_contain_text("No worker is running")
     pick(admin, "#admin-job", "Bob's long episode")
+    expect(admin.locator("#admin-priority input[type=number]")).to_have_value("4")  # the job's own priority
+    expect(admin.locator("#admin-retry")).to_be_hidden()  # a queued job has nothing to retry
     admin.locator("#admin-priority input[type=number]").fill("9")
     admin.locator("#admin-priority input[type=number]").press("Enter")
     admin.locator("#admin-set-priority").click()
@@ -258,6 +363,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     expect(bob_page.locator("#cancel-job")).to_be_hidden()
 
     pick(admin, "#admin-job", "Bob's long episode")
+    expect(admin.locator("#admin-retry")).to_be_visible()  # cancelled: it can be queued again
     admin.locator("#admin-retry").click()
     expect(admin.locator("#admin-problem")).to_contain_text("is queued again")
     expect(row).to_have_attribute("data-state", "queued")
@@ -325,12 +431,14 @@ def test_the_voice_library_renames_deletes_and_adds_an_example_voice_once(
     pick(page, "#library-voice", "Old take")
     page.locator("#library-delete").click()
     expect(page.locator("#library-confirm-text")).to_contain_text("Delete “Old take” from your library?")
+    stands_out(page.locator("#library-confirm-text .vx-question"))
     page.locator("#library-keep").click()
     expect(page.locator("#library-confirm-delete")).to_be_hidden()
     assert client.get(f"/v1/voices/{doomed}").status_code == 200
     page.locator("#library-delete").click()
     page.locator("#library-confirm-delete").click()
     expect(page.locator("#library-problem")).to_contain_text("Deleted Old take.")
+    stands_out(page.locator("#library-problem .vx-confirmed"))
     expect(page.locator("#library tbody tr")).to_have_count(1)
     assert client.get(f"/v1/voices/{doomed}").status_code == 404
     expect(page.locator("#speaker-2-uses .vx-voice-use")).to_have_attribute("data-uses", "none")
@@ -400,12 +508,48 @@ def test_a_speaker_shows_the_voice_it_uses_and_one_preview_plays_at_a_time(
     assert_no_stack_trace(page)
 
 
-def test_the_script_and_cast_come_back_after_a_reload_and_the_key_only_when_remembered(
-    stack: ServiceStack, open_studio, voice_wav: Path
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_a_recording_that_cannot_be_a_voice_says_so_at_once_and_generate_brings_the_problem_into_view(
+    stack: ServiceStack, open_studio, voice_wav: Path, tmp_path: Path, viewport: dict[str, int]
 ) -> None:  # type: ignore[no-untyped-def]
-    key = stack.mint_key("keeper")
-    upload_voice(stack.client(key), voice_wav, "Keeper voice")
-    page = open_studio(key)
+    page = open_studio(stack.mint_key(f"recorder-{viewport['width']}"), viewport)
+    page.locator("#script textarea").fill(LONG_SCRIPT)
+    page.get_by_role("tab", name="2 · Cast").click()
+    uses = page.locator("#speaker-1-uses .vx-voice-use")
+    problem = page.locator("#speaker-1-problem .vx-field-error")
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF" + bytes(range(256)) * 40)  # a WAV's first bytes, then noise: no audio in it
+    # the upload's label has a line of its own: it covers neither the upload icon nor the drop area's words
+    label, icon = (page.locator(f"#speaker-1-upload {part}").bounding_box() for part in (
+        '[data-testid="block-label"]', '[data-testid="upload-icon"]'))  # fmt: skip
+    assert label["y"] + label["height"] <= icon["y"], (label, icon)
+    page.locator("#speaker-1-upload input[type=file]").set_input_files(broken)
+    expect(problem).to_contain_text("this recording cannot be a voice")
+    expect(problem).to_contain_text("broken.wav")
+    expect(uses).to_have_attribute("data-uses", "unusable")
+    expect(uses).to_contain_text("recording cannot be used")
+    screenshot(page, f"cast-unusable-recording-{viewport['width']}")
+    # Generate refuses at once and takes the page to the problem: Cast, the row's message in view
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#generate").click()
+    expect(problem).to_be_in_viewport()
+    expect(page.locator("#speaker-2-problem .vx-field-error")).to_contain_text("Bob needs a voice")
+    expect(page.locator("#job-progress .vx-job")).to_have_count(0)
+    # a good recording takes its place: the message goes, and the row says the recording is used
+    page.locator("#speaker-1-upload").get_by_role("button", name="Clear").click()
+    page.locator("#speaker-1-upload input[type=file]").set_input_files(voice_wav)
+    expect(uses).to_have_attribute("data-uses", "upload")
+    expect(problem).to_have_count(0)
+    assert_no_stack_trace(page)
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_the_script_and_cast_come_back_after_a_reload_and_the_key_only_when_remembered(
+    stack: ServiceStack, open_studio, voice_wav: Path, viewport: dict[str, int]
+) -> None:  # type: ignore[no-untyped-def]
+    key = stack.mint_key(f"keeper-{viewport['width']}")
+    voice = upload_voice(stack.client(key), voice_wav, "Keeper voice")
+    page = open_studio(key, viewport)
     page.locator("#script textarea").fill(SCRIPT)
     page.get_by_role("tab", name="2 · Cast").click()
     page.locator("#speaker-1-name textarea").fill("Ann")
@@ -418,7 +562,8 @@ def test_the_script_and_cast_come_back_after_a_reload_and_the_key_only_when_reme
         expect(page.locator("#connection")).to_contain_text(expected)
 
     # Not remembered: the work comes back, the key does not; the voice is picked once a key loads the library.
-    page.wait_for_timeout(500)  # the last save is a round trip to the studio
+    wait_until_kept(page, DRAFTS_STORAGE_KEY, lambda kept: kept["names"][0] == "Ann" and kept["voices"][0] == voice)
+    assert kept_in_browser(page, KEY_STORAGE_KEY) in (None, {"key": ""})
     reload("enter your API key")
     expect(page.locator("#api-key input")).to_have_value("")
     page.get_by_role("tab", name="2 · Cast").click()
@@ -429,18 +574,43 @@ def test_the_script_and_cast_come_back_after_a_reload_and_the_key_only_when_reme
     expect(page.locator("#connection")).to_contain_text("Connected")
     expect(page.locator("#speaker-1-voice input")).to_have_value(re.compile("^Keeper voice"))
 
-    # Remembered on this device: the next visit connects by itself.
+    # Remembered on this device: the next visit connects by itself, with Generate's settings and the job it followed
+    # (no worker runs yet: the job waits in its queue, followed again after the reload).
+    pick(page, "#speaker-2-voice", "Keeper voice")
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#title textarea").fill("Kept take")
+    page.get_by_label("Turn by turn: exact timings").check()
+    page.locator("#formats").get_by_label("wav").uncheck()
+    page.locator("#seed input").fill("7")
+    page.locator("#seed input").press("Enter")
+    page.locator("#generate").click()
+    progress = page.locator("#job-progress .vx-job")
+    expect(progress).to_contain_text("Kept take")
+    job_id = progress.get_attribute("data-job")
     page.locator("#remember-key input").check()
-    page.wait_for_timeout(500)
+    wait_until_kept(page, KEY_STORAGE_KEY, lambda kept: kept == {"key": key})
+    wait_until_kept(page, DRAFTS_STORAGE_KEY, lambda kept: kept["job"] == job_id and kept["generate"].get("seed") == 7)
     reload("Connected with a user key")
     expect(page.locator("#api-key input")).to_have_value(key)
     expect(page.locator("#remember-key input")).to_be_checked()
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.locator("#title textarea")).to_have_value("Kept take")
+    expect(page.get_by_label("Turn by turn: exact timings")).to_be_checked()
+    expect(page.locator("#formats").get_by_label("wav")).not_to_be_checked()
+    expect(page.locator("#formats").get_by_label("mp3")).to_be_checked()
+    expect(page.locator("#seed input")).to_have_value("7")
+    expect(progress).to_have_attribute("data-job", job_id)  # followed again
+    expect(page.locator("#cancel-job")).to_be_visible()
+    stack.client(key).delete(f"/v1/jobs/{job_id}")
+    expect(progress).to_have_attribute("data-state", "cancelled")
+    expect(progress).to_contain_text("To make it after all, press Generate again")  # what its owner can do
+    expect(progress).not_to_contain_text("admin")
     page.get_by_role("tab", name="2 · Cast").click()
     expect(page.locator("#speaker-1-voice input")).to_have_value(re.compile("^Keeper voice"))
 
     # Unticked, the key is forgotten at once (the drafts stay).
     page.locator("#remember-key input").uncheck()
-    page.wait_for_timeout(500)
+    wait_until_kept(page, KEY_STORAGE_KEY, lambda kept: kept == {"key": ""})
     reload("enter your API key")
     expect(page.locator("#api-key input")).to_have_value("")
     expect(page.locator("#remember-key input")).not_to_be_checked()
@@ -477,23 +647,41 @@ def test_a_click_on_a_history_row_opens_that_job(stack: ServiceStack, open_studi
     assert_no_stack_trace(page)
 
 
-def test_generate_again_follows_the_new_job_and_a_refusal_never_stands_beside_an_older_job(
-    stack: ServiceStack, open_studio, voice_wav: Path
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_generate_again_asks_first_a_refusal_stands_alone_and_a_job_without_a_worker_says_so(
+    stack: ServiceStack, open_studio, voice_wav: Path, viewport: dict[str, int]
 ) -> None:  # type: ignore[no-untyped-def]
     """Without a worker (this test runs before the first that starts one) every job waits in its queue, in flight."""
-    key, page = cast_and_on_generate(stack, open_studio, "producer", voice_wav, SCRIPT)
+    key, page = cast_and_on_generate(stack, open_studio, f"producer-{viewport['width']}", voice_wav, SCRIPT, viewport)
     client = stack.client(key)
     progress = page.locator("#job-progress .vx-job")
-    for title in ("First take", "Second take"):  # pressed again while the first is followed: sent, and followed
-        page.locator("#title textarea").fill(title)
+    page.locator("#title textarea").fill("First take")
+    page.locator("#generate").click()
+    expect(progress).to_contain_text("First take")
+    expect(progress).to_be_in_viewport()  # Generate brings the progress into view, at either width
+    # no worker runs: the job says so, and what to do, instead of waiting in silence
+    expect(progress.locator(".vx-field-error")).to_contain_text("No worker is running")
+    expect(progress.locator(".vx-field-error")).to_contain_text("voxcast serve --only worker")
+    screenshot(page, f"generate-no-worker-{viewport['width']}")
+
+    # pressed again while the job is followed: asked first, so presses never send identical jobs
+    for _ in range(3):
         page.locator("#generate").click()
-        expect(progress).to_contain_text(title)
+    again = page.locator("#generate-again")
+    expect(again).to_contain_text("“First take” is still queued from this page. Send another job beside it?")
+    assert len(client.get("/v1/jobs").json()["jobs"]) == 1
+    page.locator("#keep-waiting").click()
+    expect(again).to_be_hidden()
+    page.locator("#title textarea").fill("Second take")
+    page.locator("#generate").click()
+    page.locator("#send-another").click()  # sent, and followed
+    expect(progress).to_contain_text("Second take")
     jobs = {job["title"]: job["id"] for job in client.get("/v1/jobs").json()["jobs"]}
     assert set(jobs) == {"First take", "Second take"}
     second = jobs["Second take"]
     expect(progress).to_have_attribute("data-job", second)
 
-    # Refused while the job shown is in flight: the refusal beside the script, and that job still followed.
+    # Refused while the job shown is in flight: the refusal stands alone; the job goes on, reachable from History.
     page.get_by_role("tab", name="1 · Write").click()
     page.locator("#script textarea").fill("")
     page.get_by_role("tab", name="3 · Generate").click()
@@ -501,18 +689,20 @@ def test_generate_again_follows_the_new_job_and_a_refusal_never_stands_beside_an
     expect(page.locator("#script-problem")).to_contain_text("write or load a script first")
     assert len(client.get("/v1/jobs").json()["jobs"]) == 2
     page.get_by_role("tab", name="3 · Generate").click()
-    expect(progress).to_have_attribute("data-job", second)
-    assert client.delete(f"/v1/jobs/{second}").status_code == 200
-    expect(progress).to_have_attribute("data-state", "cancelled")  # followed: the cancel shows here
+    expect(progress).to_have_count(0)
+    expect(page.locator("#job-progress")).to_contain_text("“Second take”")
+    expect(page.locator("#job-progress")).to_contain_text("open it from History to follow it again")
+    expect(page.locator("#cancel-job")).to_be_hidden()
+    assert client.get(f"/v1/jobs/{second}").json()["state"] == "queued"
 
-    # Refused once the job shown has ended: what the page showed of it goes, the refusal stands alone.
+    # Refused once nothing is in flight: the refusal alone, nothing of the jobs before.
+    for job_id in jobs.values():
+        assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
     page.locator("#generate").click()
     expect(page.locator("#script-problem")).to_contain_text("write or load a script first")
     page.get_by_role("tab", name="3 · Generate").click()
-    expect(progress).to_have_count(0)
-    expect(page.locator("#cancel-job")).to_be_hidden()
+    expect(page.locator("#job-progress")).to_have_text("")
     for job_id in jobs.values():  # not left for a worker
-        client.delete(f"/v1/jobs/{job_id}")
         client.delete(f"/v1/jobs/{job_id}", params={"purge": "true"})
     assert_no_stack_trace(page)
 
@@ -564,6 +754,7 @@ def test_drafting_from_notes_shows_each_attempt_and_a_clean_up_goes_into_the_edi
     expect(status.locator('.vx-attempt[data-verdict="rejected"]')).to_have_count(3)
     expect(status).to_contain_text("Attempt 1 of 3 was rejected:")
     expect(status).to_contain_text("gave no valid script in 3 attempts")
+    expect(status).not_to_contain_text(re.compile(r"Expecting|line \d+, column \d+"))  # no JSON decoder's words
     expect(page.locator("#script-job-load")).to_be_hidden()
     screenshot(page, "write-draft-failed")
 
@@ -624,6 +815,8 @@ def test_write_cast_generate_listen_and_download(
     screenshot(page, "cast")
 
     page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.locator("#queue")).to_contain_text("the admin sets where short ends")  # in a producer's words
+    expect(page.locator("#queue")).not_to_contain_text("VOXCAST_")
     page.locator("#title textarea").fill("Pilot")
     page.get_by_label("Turn by turn: exact timings").check()
     page.get_by_label("opus", exact=True).check()
@@ -693,18 +886,20 @@ def test_write_cast_generate_listen_and_download(
     assert job["settings"]["diffusion_steps"] == 2
     assert job["kbps"] == {"mp3": 128, "opus": 96}  # the publishing default, and the bitrate picked
     assert (job["queue"], job["priority"]) == ("batch", 7)  # chosen, not left to the size rule
-    links = page.locator("#downloads a.download-link")
+    links = page.locator("#downloads a.vx-download")
     names = [link.get_attribute("download") for link in links.all()]
     stem = f"Pilot-{job['id'][:8]}"
-    assert sorted(names) == sorted(f"{stem}.{ext}" for ext in ("wav", "mp3", "opus", "srt", "vtt", "chapters.json"))
+    extensions = ("wav", "mp3", "opus", "srt", "vtt", "chapters.json", "turns.json")
+    assert sorted(names) == sorted(f"{stem}.{ext}" for ext in extensions)
+    expect(page.locator("#downloads button")).to_have_count(0)  # plain links: nothing takes a file off the list
     with page.expect_download() as download:
-        page.locator(f'#downloads a.download-link[download="{stem}.wav"]').click()
+        page.locator(f'#downloads a.vx-download[download="{stem}.wav"]').click()
     saved = tmp_path / "downloaded.wav"
     download.value.save_as(saved)
     samples, rate = sf.read(saved)
     assert rate == 24_000 and len(samples) / rate == pytest.approx(job["audio_seconds"], abs=0.15)
     with page.expect_download() as download:
-        page.locator(f'#downloads a.download-link[download="{stem}.srt"]').click()
+        page.locator(f'#downloads a.vx-download[download="{stem}.srt"]').click()
     download.value.save_as(tmp_path / "downloaded.srt")
     assert "Ben: Thanks for having me." in (tmp_path / "downloaded.srt").read_text(encoding="utf-8")
 
@@ -715,7 +910,7 @@ def test_write_cast_generate_listen_and_download(
     expect(cues.nth(1)).to_have_class(re.compile(r"\bvx-now\b"))  # the new take plays
     expect(spans).to_have_count(3)  # on a waveform drawn again, of the episode as it is now
     with page.expect_download() as download:
-        page.locator(f'#downloads a.download-link[download="{stem}.wav"]').click()
+        page.locator(f'#downloads a.vx-download[download="{stem}.wav"]').click()
     download.value.save_as(tmp_path / "regenerated.wav")
     regenerated, _ = sf.read(tmp_path / "regenerated.wav")
     assert len(regenerated) != len(samples) or not np.allclose(regenerated, samples)
@@ -761,15 +956,25 @@ def test_write_cast_generate_listen_and_download(
     pick(page, "#history-job", "Pilot")
     page.locator("#history-delete").click()
     expect(page.locator("#history-confirm-text")).to_contain_text("Delete “Pilot” (done) with its episode")
+    stands_out(page.locator("#history-confirm-text .vx-question"))
     page.locator("#history-keep").click()
     expect(page.locator("#history-confirm-delete")).to_be_hidden()
     assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 200
     page.locator("#history-delete").click()
     page.locator("#history-confirm-delete").click()
     expect(page.locator("#history-problem")).to_have_text("Deleted.")
+    stands_out(page.locator("#history-problem .vx-confirmed"))
     expect(page.locator("#history-empty")).to_contain_text("No jobs yet")
     assert stack.client(key).get(f"/v1/jobs/{job['id']}").status_code == 404
     assert not (stack.root / "data" / "jobs" / job["id"]).exists()
+    # Generate and Listen, which showed it, say it was deleted: nothing of it is left to play or download
+    page.get_by_role("tab", name="3 · Generate").click()
+    expect(page.locator("#job-progress .vx-job")).to_have_attribute("data-state", "deleted")
+    expect(page.locator("#job-progress")).not_to_contain_text("Cancelled")
+    expect(page.locator("#segments audio")).to_have_count(0)
+    page.get_by_role("tab", name="4 · Listen").click()
+    expect(page.locator("#episode")).to_contain_text("Deleted, with its episode")
+    expect(page.locator("#episode audio, #downloads a")).to_have_count(0)
     assert_no_stack_trace(page)
 
 
@@ -781,6 +986,7 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
     page.evaluate(RECORD_PARTS_JS)
+    page.evaluate(COUNT_PLAYING_JS)
     page.locator("#generate").click()
     expect(page.locator("#episode .vx-cue")).to_have_count(8, timeout=SLOW)
 
@@ -834,6 +1040,15 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     page.locator("#regenerate-confirm").click()
     expect(page.locator("#takes .vx-take-pair")).to_have_count(1, timeout=SLOW)
     screenshot(page, "listen-whole-takes")
+    # One sound at a time: the episode (playing the regenerated turn), then each take, each stopping the one before.
+    episode = "document.querySelector('#episode audio.vx-episode-audio')"
+    take = "document.querySelector('#takes audio.vx-take-{}')".format
+    page.wait_for_function(f"() => !{episode}.paused")
+    page.locator("#takes audio.vx-take-previous").evaluate("a => a.play()")
+    page.wait_for_function(f"() => !{take('previous')}.paused && {episode}.paused")
+    page.locator("#takes audio.vx-take-new").evaluate("a => a.play()")
+    page.wait_for_function(f"() => !{take('new')}.paused && {take('previous')}.paused")
+    assert page.evaluate("window.vxMostPlaying") == 1, "two media elements played at once"
     page.locator("#keep-new").click()
     expect(page.locator("#takes .vx-take-pair")).to_have_count(0)
     expect(page.locator("#finish-problem")).to_contain_text("Kept the new take.")
@@ -848,6 +1063,146 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     while folder.exists() and time.monotonic() < deadline:
         time.sleep(0.25)
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_one_sound_plays_at_a_time_from_the_live_parts_to_the_episode(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path, viewport: dict[str, int]
+) -> None:  # type: ignore[no-untyped-def]
+    """Heard while it generates, then done: the live part stops as the episode takes over (about where the listener
+    was), and whatever plays next, here or on another screen, stops what played before."""
+    _, page = cast_and_on_generate(stack, open_studio, f"one-sound-{viewport['width']}", voice_wav, SCRIPT, viewport)
+    page.locator("#diffusion-steps input[type=number]").fill("2")
+    page.locator("#diffusion-steps input[type=number]").press("Enter")
+    page.evaluate(COUNT_PLAYING_JS)
+    page.evaluate(RECORD_PARTS_JS)
+    page.locator("#generate").click()
+    expect(page.locator("#job-progress .vx-job")).to_be_in_viewport()
+    live = page.locator("#segments audio").first
+    expect(live).to_be_attached(timeout=SLOW)
+    page.wait_for_function("() => window.vxPartsLog[0].inView !== undefined")
+    first_part = page.evaluate("window.vxPartsLog[0]")
+    assert first_part["inView"], first_part  # the live player was brought into view below the progress
+    live.evaluate("a => { a.loop = true; return a.play(); }")  # still playing when the episode comes
+    expect(page.locator("#episode .vx-cue")).to_have_count(3, timeout=SLOW)
+    episode = page.locator("#episode audio.vx-episode-audio")
+    page.wait_for_function("() => !document.querySelector('#episode audio.vx-episode-audio').paused")
+    assert live.evaluate("a => a.paused")
+    page.get_by_role("tab", name="3 · Generate").click()
+    live.evaluate("a => a.play()")  # a live part played again: the episode stops
+    page.wait_for_function("() => document.querySelector('#episode audio.vx-episode-audio').paused")
+    page.get_by_role("tab", name="4 · Listen").click()
+    episode.evaluate("a => a.play()")
+    page.wait_for_function("() => document.querySelector('#segments audio').paused")
+    assert page.evaluate("window.vxMostPlaying") == 1, "two media elements played at once"
+    assert_no_stack_trace(page)
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_the_admin_sees_the_live_worker_and_the_headline_figures_refreshed(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path, viewport: dict[str, int]
+) -> None:  # type: ignore[no-untyped-def]
+    width = viewport["width"]
+    _, client, finished = sent_through_api(
+        stack, f"quick-{width}", voice_wav, script="Alice: Hello.\nBob: Hi there.\n", title=f"Quick one {width}"
+    )
+    admin = open_studio(
+        stack.mint_key(f"watcher-{width}", admin=True), viewport, expected="Connected with an admin key"
+    )
+    admin.get_by_role("tab", name="Admin").click()
+    row = admin.locator("#admin-workers tr[data-worker]")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("cpu · float32")
+    expect(row.locator("td").nth(3)).to_contain_text(re.compile(r"^\d+ of \d+"))  # rows in use of the engine's
+    # the step its engine decodes with (the eager one, a CPU's default), and why on hover
+    expect(row.locator("td").nth(6)).to_have_text("eager")
+    expect(row.locator("td").nth(6)).to_have_attribute("title", "fixed shapes off (the default on a CPU)")
+    expect(admin.locator("#admin-metrics")).to_contain_text("1 worker up")
+    expect(admin.locator("#admin-metrics")).to_contain_text("frames/s")
+    # refreshed by itself: a job sent meanwhile shows up without a click, held by the worker with K/V blocks in use
+    settings = {"diffusion_steps": 50}  # long enough to be seen running
+    _, held_by, held = sent_through_api(
+        stack, f"meanwhile-{width}", voice_wav, title=f"Shown by the timer {width}", settings=settings
+    )
+    expect(admin.locator(f'#admin-table tr[data-job="{held}"]')).to_be_visible()
+    expect(row.locator("td").nth(7)).to_have_text(re.compile(r"^[1-9]\d*$"), timeout=SLOW)  # jobs it holds
+    expect(row.locator("td").nth(4)).to_have_text(re.compile(r"^[1-9]\d* of \d+$"))  # K/V blocks in use
+    # the controls come first, above the long table; the tables scroll inside the page, which does not scroll sideways
+    assert admin.locator("#admin-job").bounding_box()["y"] < admin.locator("#admin-table").bounding_box()["y"]
+    assert admin.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(admin, "admin-workers" if viewport is LAPTOP else "phone-admin")
+
+    # Retry is offered for a cancelled job, not for a done one (which it would refuse)
+    expect(admin.locator(f'#admin-table tr[data-job="{finished}"]')).to_have_attribute(
+        "data-state", "done", timeout=SLOW
+    )
+    pick(admin, "#admin-job", f"Shown by the timer {width}")
+    admin.locator("#admin-cancel").click()
+    expect(admin.locator(f'#admin-table tr[data-job="{held}"]')).to_have_attribute("data-state", "cancelled")
+    expect(admin.locator("#admin-retry")).to_be_visible()
+    pick(admin, "#admin-job", f"Quick one {width}")
+    expect(admin.locator("#admin-retry")).to_be_hidden()
+    expect(admin.locator("#admin-cancel")).to_be_hidden()
+    assert held_by.get(f"/v1/jobs/{held}").json()["state"] == "cancelled"
+    client.delete(f"/v1/jobs/{finished}", params={"purge": "true"})
+    assert_no_stack_trace(admin)
+
+
+def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_out_and_back_from_history(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import feedparser
+
+    key, page = cast_and_on_generate(stack, open_studio, "publisher", voice_wav, SCRIPT)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.base_url)
+    page.get_by_role("tab", name="Shows").click()
+    page.locator("#show-title textarea").fill("The Studio Show")
+    page.locator("#show-description textarea").fill("Made in the studio.")
+    page.locator("#show-author textarea").fill("Ann Author")
+    page.locator("#show-save").click()
+    expect(page.locator("#shows-status")).to_contain_text("Saved.")
+    # the feed URL as a producer takes it to a podcast app: copied with the studio's button, read off the clipboard
+    expect(page.locator("#show-feed-url textarea")).to_have_value(re.compile(r"\.xml$"))
+    page.locator("#show-feed-url").get_by_role("button", name="Copy").click()
+    expect(page.locator("#show-feed-url").get_by_role("button", name="Copied")).to_be_visible()
+    feed_url = page.evaluate("navigator.clipboard.readText()")
+    assert feed_url == page.locator("#show-feed-url textarea").input_value(), feed_url
+    assert feed_url.startswith(stack.base_url) and feed_url.endswith(".xml"), feed_url
+
+    def episodes() -> list[str]:
+        parsed = feedparser.parse(httpx.get(feed_url, timeout=30).text)
+        assert not parsed.bozo, parsed.bozo_exception
+        return [entry.title for entry in parsed.entries]
+
+    # Generate: published as an episode of the show, which its feed lists once the job is done
+    page.get_by_role("tab", name="3 · Generate").click()
+    page.locator("#diffusion-steps input[type=number]").fill("2")
+    page.locator("#diffusion-steps input[type=number]").press("Enter")
+    page.locator("#generate-publish").get_by_text("Publish as an episode").click()
+    pick(page, "#generate-show", "The Studio Show")
+    page.locator("#generate-episode-title textarea").fill("Pilot")
+    page.locator("#title textarea").fill("Pilot show")
+    page.locator("#generate").click()
+    expect(page.locator("#episode .vx-cue")).to_have_count(3, timeout=SLOW)
+    assert episodes() == ["Pilot"]
+
+    # History: taken out of the show, the feed no longer lists it; added back, it does again
+    page.get_by_role("tab", name="History").click()
+    history_rows(page).filter(has_text="Pilot show").get_by_role("gridcell").first.click()  # opens it on Listen
+    expect(page.get_by_role("tab", name="4 · Listen")).to_have_attribute("aria-selected", "true")
+    page.get_by_role("tab", name="History").click()
+    expect(page.locator("#history-job input")).to_have_value(re.compile("^Pilot show"))
+    page.locator("#history-publish").get_by_text("Publish the picked job in a show").click()
+    page.locator("#history-remove-episode").click()
+    expect(page.locator("#history-publish-status")).to_contain_text("its feed no longer lists it")
+    assert episodes() == []
+    pick(page, "#history-show", "The Studio Show")
+    page.locator("#history-episode-title textarea").fill("Pilot, again")
+    page.locator("#history-add-episode").click()
+    expect(page.locator("#history-publish-status")).to_contain_text("“Pilot, again” is an episode of The Studio Show")
+    assert episodes() == ["Pilot, again"]
+    screenshot(page, "history-publish")
+    assert_no_stack_trace(page)
 
 
 def test_a_job_sent_elsewhere_and_opened_from_history_is_heard_with_its_turns_named(
@@ -903,6 +1258,8 @@ def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_
     phone.locator("#history-refresh").click()
     rows = history_rows(phone)
     expect(rows.filter(has_text="On the train")).to_contain_text("Done")
+    for header in phone.locator("#history-table [role=columnheader] .header").all():  # each heading on one line
+        assert header.evaluate("h => h.getClientRects().length") == 1, header.inner_text()
     # Every column can be reached: none is cut off; a table wider than the phone scrolls sideways.
     last = phone.locator("#history-table [role=columnheader]").last
     last.scroll_into_view_if_needed()
@@ -913,6 +1270,9 @@ def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_
     rows.filter(has_text="On the train").get_by_role("gridcell").first.click()
     cues = phone.locator("#episode .vx-cue")
     expect(cues).to_have_count(24)
+    pick(phone, "#regenerate-turn", "3 · Alice")  # a long choice: its text stops short of the dropdown's arrow
+    expect(phone.locator("#regenerate-turn input")).to_have_value(re.compile("^3 · Alice"))
+    assert phone.locator("#regenerate-turn").evaluate(TEXT_CLEAR_OF_ARROW_JS)
     transcript = phone.locator("#episode .vx-transcript")
     assert transcript.evaluate("list => list.scrollHeight > list.clientHeight")
     assert page_height(phone) < 3_000
@@ -937,11 +1297,27 @@ def test_at_phone_width_errors_show_by_the_script_lists_scroll_on_their_own_and_
     assert_no_stack_trace(phone)
 
 
+# The most media elements seen playing at once: counted whenever one reports its playback advancing (`timeupdate`,
+# a few times a second while it plays), so two that play together are seen, and the instant between a play() and
+# the page's pausing of the others (one task later) is not.
+COUNT_PLAYING_JS = """
+() => {
+  window.vxMostPlaying = 0;
+  document.addEventListener('timeupdate', (event) => {
+    if (event.target.paused) return;
+    const playing = [...document.querySelectorAll('audio, video')].filter((media) => !media.paused).length;
+    window.vxMostPlaying = Math.max(window.vxMostPlaying, playing);
+  }, true);
+}
+"""
+
+
 def page_height(page) -> int:  # type: ignore[no-untyped-def]
     return page.evaluate("document.documentElement.scrollHeight")
 
 
-# Every part of the audio the Generate screen offers while a job runs, with the job's state when it came.
+# Every part of the audio the Generate screen offers while a job runs, with the job's state when it came and whether
+# the part was in view once drawn.
 RECORD_PARTS_JS = """
 () => {
   window.vxPartsLog = [];
@@ -950,8 +1326,13 @@ RECORD_PARTS_JS = """
     const state = document.querySelector('#job-progress .vx-job')?.dataset.state;
     list.querySelectorAll('.vx-segment').forEach((part, position) => {
       if (position < window.vxPartsLog.length) return;
-      window.vxPartsLog.push({state, src: part.querySelector('audio').src, seconds: Number(part.dataset.seconds),
-                              label: part.querySelector('.vx-part-label').innerText});
+      const entry = {state, src: part.querySelector('audio').src, seconds: Number(part.dataset.seconds),
+                     label: part.querySelector('.vx-part-label').innerText};
+      window.vxPartsLog.push(entry);
+      requestAnimationFrame(() => requestAnimationFrame(() => {  // once the page has drawn it (and placed it)
+        const box = part.getBoundingClientRect();
+        entry.inView = box.height > 0 && box.top >= -1 && box.bottom <= window.innerHeight + 1;  // a pixel's rounding
+      }));
     });
   }).observe(list, {subtree: true, childList: true});
 }
@@ -973,6 +1354,13 @@ RECORD_PROGRESS_JS = """
   new MutationObserver(record).observe(panel, {subtree: true, childList: true, characterData: true, attributes: true});
 }
 """
+
+# Whether a dropdown's text ends before its arrow begins.
+TEXT_CLEAR_OF_ARROW_JS = """dropdown => {
+  const input = dropdown.querySelector('input');
+  const textEnd = input.getBoundingClientRect().right - parseFloat(getComputedStyle(input).paddingRight);
+  return textEnd <= dropdown.querySelector('.icon-wrap').getBoundingClientRect().left;
+}"""
 
 # Whether the episode's player is the topmost element at its own centre (nothing drawn over it).
 PLAYER_ON_TOP_JS = """() => {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -16,18 +17,32 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from api.schemas import JobPlanView, JobProgress, JobView, PlannedTurn, RegenerationPlan, VoiceView
+from api.schemas import (
+    JobPlanView,
+    JobProgress,
+    JobView,
+    PlannedTurn,
+    RegenerationPlan,
+    ScriptAttemptView,
+    ScriptView,
+    VoiceView,
+    WorkerList,
+    WorkerView,
+)
 from api.services.job_plan import plan_view
 from core.job_events import AudioEvent
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
+from core.worker_presence import SupervisedWorker
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 from tests.conftest import write_voice_file
 from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
 from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
+from webui.follow import JobSnapshot, ProgressFigures
 from webui.kept_work import Drafts, drafts_to_keep, key_to_keep, remembered_key
 from webui.live_audio import (
+    PAST_ESTIMATE,
     LiveAudio,
     LiveFolders,
     LivePart,
@@ -37,22 +52,30 @@ from webui.live_audio import (
     part_length_seconds,
 )
 from webui.render import (
+    CANCELLED_JOB,
     cancel_notice,
     clock,
+    confirmed,
+    deleted_job_html,
+    downloads_html,
     episode_html,
     history_rows,
+    job_progress_html,
     live_parts_html,
+    question,
     regeneration_plan_html,
     script_error_html,
+    script_job_html,
     script_preview_html,
     takes_html,
     voice_use_html,
+    workers_html,
 )
 from webui.script_preview import SpeakerNameError, preview_script, renamed_script, script_text_to_send
 from webui.views.cast import with_restored_voices
 from webui.views.finish import needs_confirmation
 from webui.views.history import clicked_job
-from webui.voices import RecordingShape, VoiceUse, recording_shape, same_voice_in, voice_in_use
+from webui.voices import RecordingShape, VoiceUse, recording_problem, recording_shape, same_voice_in, voice_in_use
 from webui.waveform import MAX_PEAKS, PEAKS_PER_SECOND, Waveform, read_waveform, waveform_source
 
 
@@ -238,8 +261,79 @@ def test_a_cancel_says_what_it_did_not_a_state_that_reads_as_a_failure() -> None
     assert cancel_notice(JobView.model_construct(**base, state="cancelled")) == "“Pilot” (01234567) is cancelled."
 
 
-def test_a_speakers_own_recording_wins_over_its_library_voice_and_the_row_says_which_is_used() -> None:
-    assert voice_in_use("a" * 32, "/tmp/own.wav") is VoiceUse.UPLOAD
+def _job_in_state(state: str, **fields: object) -> JobView:
+    progress = JobProgress(
+        frames_done=30, frames_planned=60, audio_seconds_done=4.0, audio_seconds_planned=8.0, segments_done=0,
+        segments_total=1, eta_seconds=None,
+    )  # fmt: skip
+    base = {"id": "0123456789abcdef0123456789abcdef", "title": "Pilot", "queue": "interactive", "position": None}
+    return JobView.model_construct(**(base | {"state": state, "progress": progress, "error": None} | fields))
+
+
+def test_a_cancelled_job_tells_its_owner_what_to_do_and_a_deleted_one_says_it_was_deleted() -> None:
+    job = _job_in_state("cancelled")
+    shown = job_progress_html(JobSnapshot(job, ProgressFigures.of_job(job)))
+    assert 'data-state="cancelled"' in shown and html.escape(CANCELLED_JOB, quote=True) in shown
+    assert "press Generate again" in CANCELLED_JOB and "admin" not in shown
+    deleted = deleted_job_html("<Pilot>", job.id)
+    assert 'data-state="deleted"' in deleted and "&lt;Pilot&gt;" in deleted and "01234567" in deleted
+    assert "Deleted, with its episode" in deleted and "Cancelled" not in deleted and "retry" not in deleted
+
+
+def test_questions_before_a_delete_and_what_it_did_stand_out_from_quiet_notices() -> None:
+    assert question("Delete “<b>”?") == '<p class="vx-question" role="alert">Delete “&lt;b&gt;”?</p>'
+    assert confirmed("Deleted.") == '<p class="vx-confirmed" role="status">Deleted.</p>'
+
+
+def test_downloads_are_links_that_save_each_file_and_remove_none() -> None:
+    shown = downloads_html([("Pilot-01234567.wav", "gradio_api/file=/x/a.wav?v=1", 3_417_644), ("a<b>.srt", "s", 775)])
+    assert shown.count('class="vx-download"') == 2
+    assert 'href="gradio_api/file=/x/a.wav?v=1" download="Pilot-01234567.wav">Pilot-01234567.wav</a>' in shown
+    assert "3.259 MiB" in shown and "775 bytes" in shown and "a&lt;b&gt;.srt" in shown
+    assert "<button" not in shown and downloads_html([]) == ""
+
+
+def _script_job(state: str, attempts: list[str | None]) -> ScriptView:
+    views = [ScriptAttemptView(attempt=n + 1, rejected=reason) for n, reason in enumerate(attempts)]
+    return ScriptView.model_construct(
+        task="draft", state=state, attempts=views, max_attempts=3, speakers=["Ann", "Ben"], words=120, via="model",
+        error=None, notes=[],
+    )  # fmt: skip
+
+
+def test_a_script_jobs_attempts_say_what_became_of_each_reply() -> None:
+    cancelled = script_job_html(_script_job("cancelled", [None]))
+    assert "Attempt 1 of 3 was stopped by the cancel" in cancelled and "was taken" not in cancelled
+    assert 'data-verdict="stopped"' in cancelled
+    writing = script_job_html(_script_job("running", ["the reply was broken JSON", None]))
+    assert "Attempt 1 of 3 was rejected: the reply was broken JSON" in writing
+    assert "Attempt 2 of 3: the script model is writing…" in writing
+    done = script_job_html(_script_job("done", ["no", None]))
+    assert "Attempt 2 of 3 was taken." in done
+    assert "Attempt 1 of 3 ended before its reply was judged" in script_job_html(_script_job("failed", [None]))
+
+
+def test_the_workers_view_shows_rows_and_kv_blocks_in_use_jobs_held_and_the_supervised_workers_restarts() -> None:
+    worker = WorkerView.model_construct(
+        name="host:42", model="tiny", device="cpu", dtype="float32", slots=16, slots_in_use=3, waiting=2, kv_blocks=512,
+        kv_blocks_in_use=40, frames_per_second=12.5, running_jobs=["a" * 32, "b" * 32], step_mode="eager",
+        step_mode_reason="the graphs step differs from the eager step by 3.0e-01 of the latents' RMS",
+    )  # fmt: skip
+    supervised = SupervisedWorker.model_construct(state="running", restarts=2, last_exit="killed by SIGKILL")
+    shown = workers_html(WorkerList.model_construct(workers=[worker], supervised=supervised))
+    cells = shown.split('<tr data-worker="host:42">')[1].split("</tr>")[0]
+    assert "<td>3 of 16 (+2 waiting)</td>" in cells and "<td>40 of 512</td>" in cells and "<td>12.5</td>" in cells
+    assert cells.endswith("<td>2</td>")  # the jobs it holds
+    # the decode step it fell back to, and why on hover
+    assert '<td title="the graphs step differs from the eager step by 3.0e-01 of the latents&#x27; RMS">eager</td>' in cells
+    assert "Supervised worker: running, 2 restarts; last exit: killed by SIGKILL." in shown
+    idle = workers_html(WorkerList.model_construct(workers=[], supervised=None))
+    assert "No worker is running" in idle and "Supervised" not in idle
+
+
+def test_a_speakers_own_recording_wins_over_its_library_voice_and_the_row_says_which_is_used(tmp_path: Path) -> None:
+    own = str(write_voice_file(tmp_path / "own.wav", seconds=4.0))
+    assert voice_in_use("a" * 32, own) is VoiceUse.UPLOAD
     assert voice_in_use("a" * 32, None) is VoiceUse.LIBRARY
     assert voice_in_use(None, "") is VoiceUse.NONE
     both = voice_use_html("Ann", VoiceUse.UPLOAD, "<Carter>")
@@ -248,6 +342,19 @@ def test_a_speakers_own_recording_wins_over_its_library_voice_and_the_row_says_w
         '<p class="vx-voice-use" data-uses="library">Ben uses the library voice “Alice”.</p>'
     )
     assert "has no voice yet" in voice_use_html("Ben", VoiceUse.NONE, None)
+
+
+def test_a_recording_the_api_would_refuse_is_unusable_and_says_why(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF" + bytes(range(256)) * 40)
+    short = write_voice_file(tmp_path / "short.wav", seconds=1.0)
+    for path, said in ((broken, "not audio"), (short, "3")):
+        assert voice_in_use("a" * 32, str(path)) is VoiceUse.UNUSABLE  # not the library voice either: nothing is sent
+        problem = recording_problem(str(path))
+        assert problem is not None and said in problem and path.name in problem and str(tmp_path) not in problem
+    assert recording_problem(str(write_voice_file(tmp_path / "good.wav", seconds=4.0))) is None
+    shown = voice_use_html("Ann", VoiceUse.UNUSABLE, "Carter")
+    assert 'data-uses="unusable"' in shown and "Ann&#x27;s recording cannot be used" in shown
 
 
 def _voice(name: str, shape: RecordingShape, voice_id: str = "0" * 32) -> VoiceView:
@@ -275,8 +382,22 @@ def test_drafts_read_back_from_the_browser_keep_only_what_fits() -> None:
     hostile = {"script": 42, "names": ["x" * 101, 7, "Cy", "Di", "Ed"], "voices": ["../etc/passwd", voice, None]}
     assert Drafts.from_stored(hostile) == Drafts("", ("", "", "Cy", "Di"), (None, voice, None))
     # a voice restored but not yet placed (no key, no library) is kept until the library has been loaded
-    assert drafts_to_keep(None, ["Ann", None], [None, "c" * 32], [voice, voice]).voices == (voice, "c" * 32)
+    assert drafts_to_keep(None, ["Ann", None], [None, "c" * 32], [voice, voice], {}, None).voices == (voice, "c" * 32)
     assert with_restored_voices(["d" * 32, None, "c" * 32], [voice]) == ["d" * 32, voice, "c" * 32]
+
+
+def test_generate_settings_and_the_followed_job_come_back_only_as_the_api_would_take_them() -> None:
+    settings = {
+        "title": "Pilot", "mode": "turns", "formats": ["mp3"], "kbps": {"mp3": 96, "opus": 64}, "queue": "auto",
+        "priority": 8, "cfg_scale": 1.5, "diffusion_steps": 12, "seed": 7,
+    }  # fmt: skip
+    kept = Drafts("Alice: Hi.\n", ("Ann",), (None,), settings, "e" * 32)
+    assert Drafts.from_stored(kept.stored()) == kept
+    for wrong in ({"priority": 12}, {"mode": "all"}, {"formats": ["exe"]}, {"queue": "fast"}, {"kbps": {"mp3": 7}},
+                  {"seed": "7; drop"}, {"diffusion_steps": 0}, {"title": "x" * 201}):  # fmt: skip
+        assert Drafts.from_stored({**kept.stored(), "generate": settings | wrong}).generate == {}, wrong
+    assert Drafts.from_stored({**kept.stored(), "generate": {"title": "Pilot"}}).generate == {}  # fields missing
+    assert Drafts.from_stored({**kept.stored(), "job": "../jobs"}).job is None
 
 
 def test_the_key_is_kept_only_when_asked_and_a_stored_value_is_checked() -> None:
@@ -378,8 +499,12 @@ def test_parts_are_labelled_with_the_turn_they_start_in_by_the_transcripts_rule(
     assert part_label(whole, 0, estimate * share + 0.1, 2, 1.0, False) == thanks
     assert part_label(whole, 0, estimate * share + 0.1, 2, estimate * 2, False) == welcome
     assert part_label(whole, 1, 0.0, 3, 1.0, True) == "Alice: Bye."
+    # past the estimate, still generating, a part could be in any later turn: it says so instead of naming the last
+    assert part_label(whole, 0, estimate + 0.5, 3, estimate + 6, False) == PAST_ESTIMATE
+    assert part_label(whole, 0, estimate + 0.5, 3, estimate + 1, True) == thanks  # once stored: by its real length
     turns = plan_view(plan_script(script, "turns"), revision=0)
     assert [part_label(turns, n, 0.0, n + 1, 1.0, False) for n in range(3)] == [welcome, thanks, "Alice: Bye."]
+    assert part_label(turns, 1, 60.0, 4, 65.0, False) == thanks  # a segment of one turn: that turn, however long
     assert part_label(None, 0, 0.0, 4, 1.0, True) == "Part 4" and part_label(whole, 9, 0.0, 4, 1.0, True) == "Part 4"
     # a long turn cut by the server's segment length (turns mode) is labelled by the piece each segment speaks
     long_turn = parse_script("Alice: " + "Tea is a drink that many people like. " * 60 + "\nBob: Indeed.\n")

@@ -3,7 +3,7 @@
 VibeVoice clones a speaker from a short reference clip: mono float32 at 24 kHz,
 levelled to the same loudness the original VibeVoice processor used.  Both steps
 follow the original: it loads voices with librosa, whose default resampler is
-soxr at its high quality (the length rounded up to whole samples), then scales
+soxr at its high quality (the length rounded up as librosa does it, through a float ratio), then scales
 to -25 dBFS by dividing by `rms + 1e-6` and, if that clipped, by `peak + 1e-6`.  Users
 upload whatever their phone or DAW produced, so this module accepts any format
 libsndfile decodes, any sensible sample rate and channel count, and turns every
@@ -24,7 +24,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from tokenizer.rates import SAMPLE_RATE
+from core.audio_rates import SAMPLE_RATE
 
 __all__ = [
     "ACCEPTED_FORMATS",
@@ -40,6 +40,7 @@ __all__ = [
     "VoicePromptError",
     "load_voice_prompt",
     "prepare_voice_samples",
+    "resampled_length",
 ]
 
 logger = logging.getLogger(__name__)
@@ -258,13 +259,20 @@ def _check_not_silent(mono: np.ndarray, source: str) -> None:
         )
 
 
+def resampled_length(samples: int, sample_rate: int) -> int:
+    """The length librosa gives `samples` resampled to 24 kHz: the float ratio of the rates times the length, rounded
+    up. Where the exact length is whole, the float product can land just above it: 408,807 samples at 44.1 kHz
+    give 222,481 (exactly 222,480), one sample the original keeps, and at a 3,200-sample boundary one frame more."""
+    return math.ceil(samples * (SAMPLE_RATE / sample_rate))
+
+
 def _resample(mono: np.ndarray, sample_rate: int) -> np.ndarray:
-    """Resample to 24 kHz as librosa's default does: soxr at high quality, the length rounded up to whole
-    samples (zero-padded or cut to it)."""
+    """Resample to 24 kHz as librosa's default does: soxr at high quality, zero-padded or cut to
+    `resampled_length`."""
     if sample_rate == SAMPLE_RATE:
         return mono
     resampled = soxr.resample(np.ascontiguousarray(mono, dtype=np.float32), sample_rate, SAMPLE_RATE, quality="HQ")
-    length = math.ceil(len(mono) * SAMPLE_RATE / sample_rate)
+    length = resampled_length(len(mono), sample_rate)
     if len(resampled) >= length:
         return resampled[:length]
     return np.pad(resampled, (0, length - len(resampled)))

@@ -23,6 +23,8 @@ from pydantic import BaseModel
 from api.schemas import (
     JOB_STREAM_EVENTS,
     SCRIPT_STREAM_EVENTS,
+    EpisodeOptions,
+    HealthView,
     JobList,
     JobOptions,
     JobPlanView,
@@ -34,10 +36,15 @@ from api.schemas import (
     RegenerationView,
     ScriptStreamEvent,
     ScriptView,
+    ShowChange,
+    ShowFields,
+    ShowList,
+    ShowView,
     UsageList,
     UsageView,
     VoiceList,
     VoiceView,
+    WorkerList,
 )
 
 # The api closes an event stream only when the job ends and sends a keep-alive every 15 s: a read that
@@ -163,6 +170,14 @@ class StudioApi:
         response = await self._request("GET", f"/v1/jobs/{job_id}")
         return JobView.model_validate_json(response.content)
 
+    async def health(self) -> HealthView:
+        """What `/health` says (a `503`, the database down, is a report too, not an error)."""
+        async with self._client() as client:
+            response = await client.get("/health")
+        if response.status_code not in (200, 503):
+            _raise_for_problem(response)
+        return HealthView.model_validate_json(response.content)
+
     async def job_plan(self, job_id: str) -> JobPlanView:
         response = await self._request("GET", f"/v1/jobs/{job_id}/plan")
         return JobPlanView.model_validate_json(response.content)
@@ -251,6 +266,48 @@ class StudioApi:
                     partial.unlink(missing_ok=True)
         return destination
 
+    # --- shows ------------------------------------------------------------------------------------------
+
+    async def shows(self) -> list[ShowView]:
+        response = await self._request("GET", "/v1/shows")
+        return ShowList.model_validate_json(response.content).shows
+
+    async def show(self, show_id: str) -> ShowView:
+        response = await self._request("GET", f"/v1/shows/{show_id}")
+        return ShowView.model_validate_json(response.content)
+
+    async def create_show(self, fields: ShowFields) -> ShowView:
+        response = await self._request("POST", "/v1/shows", json=fields.model_dump(mode="json"))
+        return ShowView.model_validate_json(response.content)
+
+    async def change_show(self, show_id: str, change: ShowChange) -> ShowView:
+        body = change.model_dump(mode="json", exclude_none=True)
+        response = await self._request("PATCH", f"/v1/shows/{show_id}", json=body)
+        return ShowView.model_validate_json(response.content)
+
+    async def upload_artwork(self, show_id: str, image: str) -> ShowView:
+        path = Path(image)
+        with path.open("rb") as handle:
+            response = await self._request("PUT", f"/v1/shows/{show_id}/artwork", files={"file": (path.name, handle)})
+        return ShowView.model_validate_json(response.content)
+
+    async def rotate_feed(self, show_id: str) -> ShowView:
+        """A new feed URL for the show; the old one answers 404 from now on."""
+        response = await self._request("POST", f"/v1/shows/{show_id}/feed-token")
+        return ShowView.model_validate_json(response.content)
+
+    async def delete_show(self, show_id: str) -> None:
+        await self._request("DELETE", f"/v1/shows/{show_id}")
+
+    async def publish_job(self, job_id: str, episode: EpisodeOptions) -> JobView:
+        """The job as an episode of one of the key's shows (or its episode's fields changed)."""
+        response = await self._request("PUT", f"/v1/jobs/{job_id}/episode", json=episode.model_dump(mode="json"))
+        return JobView.model_validate_json(response.content)
+
+    async def unpublish_job(self, job_id: str) -> JobView:
+        response = await self._request("DELETE", f"/v1/jobs/{job_id}/episode")
+        return JobView.model_validate_json(response.content)
+
     # --- admin ------------------------------------------------------------------------------------------
 
     async def admin_jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
@@ -259,6 +316,14 @@ class StudioApi:
             params["state"] = state
         response = await self._request("GET", "/v1/admin/jobs", params=params)
         return JobList.model_validate_json(response.content).jobs
+
+    async def admin_workers(self) -> WorkerList:
+        response = await self._request("GET", "/v1/admin/workers")
+        return WorkerList.model_validate_json(response.content)
+
+    async def metrics(self) -> str:
+        """The api's Prometheus text (`/metrics`, admin keys only)."""
+        return (await self._request("GET", "/metrics")).text
 
     async def admin_queues(self) -> list[QueueDepth]:
         response = await self._request("GET", "/v1/admin/queues")

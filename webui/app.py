@@ -21,7 +21,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from webui.api_client import Access, StudioApiError
-from webui.assets import STUDIO_CSS, VENDOR_DIR, VENDOR_FOLDER
+from webui.assets import PAGE_HEAD, STUDIO_CSS, VENDOR_DIR, VENDOR_FOLDER
 from webui.context import StudioContext
 from webui.examples import find_examples
 from webui.files import StudioFiles
@@ -40,8 +40,15 @@ from webui.views.drafting import build_drafting, wire_drafting
 from webui.views.finish import build_finish, wire_finish
 from webui.views.generate import build_generate, wire_generate
 from webui.views.history import HistoryView, build_history, history_updates, wire_history
-from webui.views.kept_work import build_kept_work, restore_outputs, restore_work, wire_kept_work
-from webui.views.screens import Screens, forget_jobs
+from webui.views.kept_work import build_kept_work, follow_kept_job, restore_outputs, restore_work, wire_kept_work
+from webui.views.publishing import (
+    build_history_publishing,
+    build_shows,
+    wire_history_publishing,
+    wire_show_picker,
+    wire_shows,
+)
+from webui.views.screens import Screens, forget_jobs, listen_components
 from webui.views.write import build_write, wire_write
 
 STUDIO_PATH = "/studio"
@@ -72,6 +79,9 @@ def build_studio(context: StudioContext) -> gr.Blocks:
                 finish = build_finish()
             with gr.Tab("History", id="history") as history_tab:
                 history = build_history(history_tab)
+                publishing = build_history_publishing()
+            with gr.Tab("Shows", id="shows"):
+                shows = build_shows()
             with gr.Tab("Admin", id="admin", visible=False) as admin_tab:
                 admin = build_admin(admin_tab)
         screens = Screens(tabs, key, write, cast, generate, finish)
@@ -81,8 +91,11 @@ def build_studio(context: StudioContext) -> gr.Blocks:
         generating = wire_generate(screens, context)
         wire_finish(screens, context)
         following = wire_history(history, screens, context)
+        wire_history_publishing(publishing, history.job, key, context)
+        wire_show_picker(generate.episode.show, key, context, allow_none=True)
+        wire_shows(shows, key, context)
         wire_admin(admin, context, key)
-        wire_kept_work(kept, key, write, cast)
+        wire_kept_work(kept, key, write, cast, generate)
 
         async def connect_key(api_key: str | None, pending: list[str | None], *picked: str | None) -> dict[Any, Any]:
             connected = await _connect(
@@ -105,12 +118,21 @@ def build_studio(context: StudioContext) -> gr.Blocks:
         )
 
         def restore(stored_drafts: object, stored_key: object) -> dict[Any, Any]:
-            return restore_work(kept, key, write, cast, stored_drafts, stored_key)
+            return restore_work(kept, key, write, cast, generate, stored_drafts, stored_key)
+
+        async def follow_again(api_key: str | None, job_id: str | None) -> dict[Any, Any]:
+            return await follow_kept_job(screens, context, api_key, job_id)
 
         restored = studio.load(
-            restore, inputs=[kept.drafts, kept.key_store], outputs=restore_outputs(kept, key, write, cast)
+            restore, inputs=[kept.drafts, kept.key_store], outputs=restore_outputs(kept, key, write, cast, generate)
         )
-        restored.then(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
+        connected = restored.then(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
+        connected.then(
+            follow_again,
+            inputs=[key, kept.job],
+            outputs=[generate.sent, generate.job, generate.progress, *listen_components(finish)],
+            show_progress="hidden",
+        )
 
         async def forget_page(request: gr.Request) -> None:
             """A closed page plays no more: the live parts it kept go (`LiveFolders`)."""
@@ -176,6 +198,7 @@ def mount_studio(app: FastAPI, api_url: str, *, max_upload_bytes: int | None = N
         mcp_server=False,
         theme=gr.themes.Default(primary_hue="indigo"),
         css=STUDIO_CSS,
+        head=PAGE_HEAD,
     )
 
 

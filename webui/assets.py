@@ -34,6 +34,12 @@ STUDIO_CSS = """
 .vx-field-error { color: var(--error-text-color, #b91c1c); margin: .25em 0; font-size: var(--text-sm); }
 .vx-field-error::before { content: "\\26A0  "; }
 .vx-notice { color: var(--body-text-color-subdued); margin: .25em 0; font-size: var(--text-sm); }
+/* Before a replace or a delete, and once one is done: in colours that stand out in a light or a dark theme. */
+.vx-question { color: #78350f; background: #fef3c7; border-left: .3em solid #d97706; border-radius: .3em;
+  padding: .45em .8em; margin: .3em 0; font-size: var(--text-md); font-weight: 600; }
+.vx-confirmed { color: #14532d; background: #dcfce7; border-left: .3em solid #16a34a; border-radius: .3em;
+  padding: .35em .8em; margin: .3em 0; font-size: var(--text-md); }
+.vx-confirmed::before { content: "\\2714  "; }
 .vx-warning { color: #92400e; background: #fef3c7; border-radius: 4px; padding: .2em .5em; margin: .3em 0 0;
   font-size: var(--text-sm); }
 .vx-warning::before { content: "\\26A0  "; }
@@ -52,7 +58,7 @@ STUDIO_CSS = """
 .vx-state-running { background: #dbeafe; color: #1d4ed8; }
 .vx-state-done { background: #dcfce7; color: #15803d; }
 .vx-state-failed { background: #fee2e2; color: #b91c1c; }
-.vx-state-cancelled { background: #f3f4f6; color: #6b7280; }
+.vx-state-cancelled, .vx-state-deleted { background: #f3f4f6; color: #6b7280; }
 .vx-bar { height: .8em; border-radius: .4em; background: var(--background-fill-secondary); overflow: hidden;
   border: 1px solid var(--border-color-primary); }
 .vx-bar > div { height: 100%; background: var(--color-accent, #f97316); transition: width .3s; }
@@ -85,20 +91,67 @@ STUDIO_CSS = """
 .vx-voice-use::before { content: "\\2714  "; }
 .vx-voice-use[data-uses="none"] { color: var(--body-text-color-subdued); }
 .vx-voice-use[data-uses="none"]::before { content: ""; }
+.vx-voice-use[data-uses="unusable"] { color: var(--error-text-color, #b91c1c); }
+.vx-voice-use[data-uses="unusable"]::before { content: "\\2718  "; }
 .vx-voice-preview { display: flex; align-items: center; gap: .6em; flex-wrap: wrap; }
 .vx-voice-preview audio { height: 2.2em; max-width: 100%; }
 .vx-brand { margin: .2em 0; font-size: var(--text-xxl); }
 .vx-compact-audio .upload-container, .vx-compact-audio .boundedheight {
   height: 10em !important; min-height: 0 !important; }
+/* Its label takes its own line (Gradio floats it over the drop area, where on a phone it hid the upload icon), and
+   the drop area's text fits the compact height. */
+.vx-compact-audio > label[data-testid="block-label"] { position: static; }
+.vx-compact-audio [data-testid="upload-text"] { min-height: 0; }
+/* A dropdown's text ends before its arrow (Gradio lets a long choice run under it). */
+.wrap-inner .secondary-wrap input { padding-right: 1.8em; text-overflow: ellipsis; }
+/* History's headings keep their words whole: Gradio sizes a column by its cells, so "Progress" above "100%" broke into
+   "Progr/ess" on a phone; the column takes the heading's width instead, and the table scrolls sideways. */
+#history-table [role="columnheader"] { min-width: max-content !important; max-width: none !important; }
+#history-table [role="columnheader"] .header { word-break: keep-all !important; overflow-wrap: normal !important; }
+.vx-downloads ul { list-style: none; padding: 0; margin: .3em 0; }
+.vx-downloads li { margin: .25em 0; overflow-wrap: anywhere; }
+.vx-downloads-head { font-weight: 600; margin: 0; }
 @media (max-width: 640px) {
   .vx-turns, .vx-transcript { max-height: 55vh; }
   .vx-table th, .vx-table td { padding: .3em .4em; }
+  /* Write, stacked: the editor column's parts join the row, and the preview comes right after the script box and
+     its problem, before the upload and example controls. */
+  #write-row { flex-direction: column; flex-wrap: nowrap; }
+  #write-editor { display: contents; }
+  #write-preview { order: 1; }
+  #script-upload-row, #example-row, #script-replace-confirm { order: 2; }
 }
 """
 
 # Where the studio serves the browser libraries of webui/vendor/, under its own path (`webui.app`).
 VENDOR_FOLDER = "vendor"
 VENDOR_DIR = Path(__file__).parent / VENDOR_FOLDER
+
+# What holds on every screen, in the page's <head>:
+# - one sound at a time: whatever starts playing (a live part, the episode, a take, a voice preview) pauses every
+#   other audio or video element, shown or hidden;
+# - an error that appears out of sight (a refused Generate sends the page to Cast, whose rows run below the fold)
+#   is brought into view.
+PAGE_HEAD = """
+<script>
+document.addEventListener('play', (event) => {
+  const playing = event.target;
+  if (!(playing instanceof HTMLMediaElement)) return;
+  document.querySelectorAll('audio, video').forEach((other) => {
+    if (other !== playing && !other.paused) other.pause();
+  });
+}, true);
+let vxErrorsSeen = new Set();
+new MutationObserver(() => requestAnimationFrame(() => {
+  const shown = [...document.querySelectorAll('.vx-field-error')].filter((error) => error.offsetParent !== null);
+  const fresh = shown.find((error) => !vxErrorsSeen.has(error));
+  vxErrorsSeen = new Set(shown);
+  if (!fresh) return;
+  const box = fresh.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) fresh.scrollIntoView({block: 'center', behavior: 'smooth'});
+})).observe(document.documentElement, {childList: true, subtree: true});
+</script>
+"""
 
 # The episode player: highlight the turn being heard and keep it in view; a click on a time, or on a turn's span
 # in the waveform, plays from there; a regenerated turn (data-focus) plays as soon as the new audio is loaded.
@@ -165,20 +218,43 @@ const drawWaveform = async () => {
   });
   regions.on('region-clicked', (region, event) => { event.stopPropagation(); playFrom(region.start); });
 };
-drawWaveform();
-watch('value', () => {
-  drawWaveform();
-  const focus = element.querySelector('.vx-cue[data-focus]');
+// An episode shown: a live part still playing stops (it is hidden on Generate now) and the episode carries on about
+// where the listener was (`window.voxcastHeard`, kept by the live player); a regenerated turn plays from its start.
+// Called when the screen is first drawn too: Gradio draws a tab's components only once the tab is opened.
+const takeOver = () => {
   const audio = element.querySelector('.vx-episode-audio');
-  if (!focus || !audio) return;
-  audio.addEventListener('loadedmetadata', () => playFrom(Number(focus.dataset.start)), {once: true});
+  if (!audio) return;
+  const live = [...document.querySelectorAll('.vx-segment audio')].find((part) => !part.paused);
+  if (live) live.pause();
+  const focus = element.querySelector('.vx-cue[data-focus]');
+  const from = focus ? Number(focus.dataset.start) : live ? window.voxcastHeard || 0 : null;
+  if (from === null) return;
+  audio.addEventListener('loadedmetadata', () => playFrom(from), {once: true});
   audio.load();
-});
+};
+drawWaveform();
+takeOver();
+watch('value', () => { drawWaveform(); takeOver(); });
 """.replace("VENDOR_FOLDER", VENDOR_FOLDER)
 
+# A job's progress: the first time it shows a job (just sent, or reopened), it is brought into view with the live
+# player below it, at any width: a phone or a laptop's Generate screen has it below the fold.
+JOB_PROGRESS_JS = """
+let shownJob = null;
+watch('value', () => {
+  const job = element.querySelector('.vx-job')?.dataset.job ?? null;
+  if (job === null || job === shownJob) { shownJob = job; return; }
+  shownJob = job;
+  if (element.offsetParent !== null) element.scrollIntoView({block: 'start', behavior: 'smooth'});
+});
+"""
+
 # Segments heard while the job generates: when one ends, play the next, now or as soon as it arrives. Beside the
-# buffer, how far the listener is and how much is ready ahead of that, kept as new parts arrive.
+# buffer, how far the listener is and how much is ready ahead of that, kept as new parts arrive. A job's first part
+# is brought into view: the progress above it was scrolled to when the job showed, but the page may have ended there
+# then, and the parts come below it seconds later.
 SEGMENT_PLAYER_JS = """
+let firstShown = null;  // the source of the first part brought into view
 let waitingAfter = null;
 let heardAt = null;  // [part index, seconds into it, the part's source] of the last position played
 const partAt = (index) => element.querySelector(`.vx-segment[data-index="${index}"] audio`);
@@ -190,6 +266,7 @@ const showHeard = () => {
   const lengths = [...element.querySelectorAll('.vx-segment')].map((item) => Number(item.dataset.seconds));
   const heard = lengths.slice(0, heardAt[0]).reduce((sum, seconds) => sum + seconds, 0) + heardAt[1];
   const total = lengths.reduce((sum, seconds) => sum + seconds, 0);
+  window.voxcastHeard = heard;  // where the episode carries on when it comes (EPISODE_PLAYER_JS)
   label.textContent = `· ${clock(heard)} heard, ${Math.max(0, Math.round(total - heard))} s ready ahead`;
   label.hidden = false;
 };
@@ -213,16 +290,20 @@ watch('value', () => {
     if (partAt(index)?.src === src) playAfter(index, src); else waitingAfter = null;
   }
   showHeard();
+  const first = partAt(0);
+  if (first && first.src !== firstShown) {
+    firstShown = first.src;
+    if (element.offsetParent !== null) first.closest('.vx-segment').scrollIntoView({block: 'nearest'});
+  }
 });
 """
 
-# A voice preview: each play brings a new player (its data-take differs), which starts at once and stops every
-# other sound on the page, so one preview plays at a time, and playing the same voice again starts it over.
+# A voice preview: each play brings a new player (its data-take differs), which starts at once (and, as anything
+# that plays, stops every other sound on the page: `PAGE_HEAD`), so playing the same voice again
+# starts it over.
 VOICE_PREVIEW_JS = """
 watch('value', () => {
   const audio = element.querySelector('.vx-voice-preview audio');
-  if (!audio) return;
-  document.querySelectorAll('audio').forEach((other) => { if (other !== audio) other.pause(); });
-  audio.play().catch(() => {});
+  if (audio) audio.play().catch(() => {});
 });
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from api.schemas import JobView
+from assembly.transcripts import chapters_from_document
 from webui.api_client import StudioApi
 from webui.files import StudioFiles, episode_file_name
 
@@ -18,17 +19,19 @@ _PLAYER_PREFERENCE = ("mp3", "opus", "ogg", "wav", "flac")
 
 @dataclass(frozen=True)
 class EpisodeFiles:
-    """Audio by format, transcripts, chapters (the file, and its data for the transcript on the page)."""
+    """Audio by format, transcripts, chapters and turn timings (the files, and `chapters_data`: the chapters and the
+    turns together, for the transcript on the page)."""
 
     audio: dict[str, Path]
     srt: Path
     vtt: Path
     chapters: Path
+    turns: Path
     chapters_data: dict[str, Any]
 
     @property
     def all(self) -> list[Path]:
-        return [*self.audio.values(), self.srt, self.vtt, self.chapters]
+        return [*self.audio.values(), self.srt, self.vtt, self.chapters, self.turns]
 
     @property
     def playable(self) -> Path:
@@ -49,7 +52,16 @@ async def fetch_episode(api: StudioApi, files: StudioFiles, job: JobView) -> Epi
     srt = await api.download(job.outputs.srt, folder / episode_file_name(job, "srt"))
     vtt = await api.download(job.outputs.vtt, folder / episode_file_name(job, "vtt"))
     chapters = await api.download(job.outputs.chapters, folder / episode_file_name(job, "chapters.json"))
-    return EpisodeFiles(audio, srt, vtt, chapters, json.loads(chapters.read_text(encoding="utf-8")))
+    turns = await api.download(job.outputs.turns, folder / episode_file_name(job, "turns.json"))
+    return EpisodeFiles(audio, srt, vtt, chapters, turns, episode_timeline(chapters, turns))
+
+
+def episode_timeline(chapters: Path, turns: Path) -> dict[str, Any]:
+    """`{"chapters": [{"title", "start", "end"}], "turns": [...]}` from the chapters file (Podcasting 2.0's format)
+    and the turns file, as the Listen screen draws them."""
+    marks = chapters_from_document(json.loads(chapters.read_text(encoding="utf-8")))
+    timeline = json.loads(turns.read_text(encoding="utf-8"))
+    return {**timeline, "chapters": [{"title": m.title, "start": m.start, "end": m.end} for m in marks]}
 
 
 @dataclass(frozen=True)

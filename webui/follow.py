@@ -18,7 +18,7 @@ from pathlib import Path
 
 from api.schemas import JobStreamEvent, JobView, SegmentReady
 from core.job_events import AudioEvent, ProgressEvent
-from core.models import FINAL_STATES
+from core.job_states import FINAL_STATES
 from core.progress_estimate import past_estimate, shown_share
 from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
@@ -84,6 +84,7 @@ class JobSnapshot:
     progress: ProgressFigures
     parts: tuple[LivePart, ...] = field(default=())
     segments_stored: int = 0
+    workers: int | None = None  # live workers, as `/health` says while the job waits in its queue (None: not asked)
 
     @property
     def is_final(self) -> bool:
@@ -110,7 +111,8 @@ async def follow_job(
         if listen:
             for index, path in await _stored_segments(api, files, job):
                 live.add_stored(index, path)
-        snapshot = JobSnapshot(job, ProgressFigures.of_job(job), tuple(live.parts), live.segments_stored)
+        workers = (await api.health()).workers if job.state == "queued" else None
+        snapshot = JobSnapshot(job, ProgressFigures.of_job(job), tuple(live.parts), live.segments_stored, workers)
         yield snapshot
         last_progress = 0.0
         while not snapshot.is_final:
@@ -118,9 +120,9 @@ async def follow_job(
                 item = await asyncio.wait_for(events.get(), _QUEUED_POLL_SECONDS)
             except TimeoutError:
                 if snapshot.job.state == "queued":
-                    job = await api.job(job_id)
-                    if job != snapshot.job:
-                        snapshot = replace(snapshot, job=job)
+                    queued = replace(snapshot, job=await api.job(job_id), workers=(await api.health()).workers)
+                    if queued != snapshot:
+                        snapshot = queued
                         yield snapshot
                 continue
             if isinstance(item, StudioApiError):

@@ -23,11 +23,13 @@ import soundfile as sf
 
 from api.schemas import JobPlanView
 from core.job_events import AudioEvent
-from pipeline.timeline import text_shares
+from script_text.timeline import text_shares
 
 MIN_PART_SECONDS = 5.0
 MAX_PART_SECONDS = 30.0
 _LABEL_WORDS = 6
+# A live part past the plan's estimate of a segment of several turns: it could be in any of its later turns.
+PAST_ESTIMATE = "Past the estimate: which turn is not known while it generates"
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,15 @@ def part_label(
 
     Inside a segment each turn takes its share of the audio by its share of the text (`text_shares`), as the
     episode's transcript places it: of the segment's length once it is `complete` (`made_seconds`), and while it
-    generates, of the plan's estimate, or of the audio made so far once that runs past the estimate.
+    generates, of the plan's estimate, or of the audio made so far once that runs past the estimate. A part that
+    starts past the estimate of a segment of several turns, still generating, could be in any of its later turns
+    (speech ran slower than planned): it says so (`PAST_ESTIMATE`) rather than name the last turn.
     """
     planned = next((item for item in plan.segments if item.index == segment), None) if plan is not None else None
     if planned is None or not planned.turns:
         return f"Part {number}"
+    if not complete and len(planned.turns) > 1 and start_seconds >= planned.estimated_seconds:
+        return PAST_ESTIMATE
     length = made_seconds if complete else max(made_seconds, planned.estimated_seconds)
     where = start_seconds / length if length > 0 else 0.0
     starts = [start for start, _ in text_shares([turn.text for turn in planned.turns])]

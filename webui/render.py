@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from api.schemas import JobView, QueueDepth, RegenerationPlan, ScriptView, UsageView, VoiceView
-from core.storage_usage import megabytes
-from pipeline.plan import estimate_seconds
-from pipeline.script import Pause, ScriptWarning, Speaker, Turn
+from api.schemas import JobView, QueueDepth, RegenerationPlan, ScriptView, UsageView, VoiceView, WorkerList
+from core.audio_rates import FRAMES_PER_SECOND
+from core.byte_sizes import byte_size, megabytes
+from script_text.parser import Pause, ScriptWarning, Speaker, Turn
+from script_text.plan import estimate_seconds
 from webui.follow import JobSnapshot, ProgressFigures
 from webui.live_audio import LivePart, buffer_text
+from webui.metrics_summary import MetricsSummary
 from webui.script_preview import ScriptPreview
 from webui.voices import VoiceUse
 from webui.waveform import Waveform
@@ -32,6 +34,7 @@ _STATE_LABELS = {
     "done": "Done",
     "failed": "Failed",
     "cancelled": "Cancelled",
+    "deleted": "Deleted",  # not a state of the api's: a job the page showed, deleted since (`deleted_job_html`)
 }
 
 
@@ -57,7 +60,18 @@ def field_error(message: str | None) -> str:
 
 
 def notice(message: str) -> str:
+    """A quiet status line: what the page did or where something stands."""
     return f'<p class="vx-notice" role="status">{_e(message)}</p>'
+
+
+def question(message: str) -> str:
+    """What the page asks before it replaces or deletes something, shown where it cannot be missed."""
+    return f'<p class="vx-question" role="alert">{_e(message)}</p>'
+
+
+def confirmed(message: str) -> str:
+    """That something was deleted or cancelled, as visible as the question that asked for it."""
+    return f'<p class="vx-confirmed" role="status">{_e(message)}</p>'
 
 
 # --- Write -----------------------------------------------------------------------------------------------
@@ -158,14 +172,13 @@ def script_job_html(view: ScriptView) -> str:
     items = []
     for attempt in view.attempts:
         label = f"Attempt {attempt.attempt} of {view.max_attempts}"
-        if attempt.rejected is None and view.state == "running" and attempt is view.attempts[-1]:
-            items.append(f'<li class="vx-attempt" data-verdict="writing">{label}: the script model is writing…</li>')
-        elif attempt.rejected is not None:
+        if attempt.rejected is not None:
             items.append(
                 f'<li class="vx-attempt" data-verdict="rejected">{label} was rejected: {_e(attempt.rejected)}</li>'
             )
         else:
-            items.append(f'<li class="vx-attempt" data-verdict="taken">{label} was taken.</li>')
+            verdict, said = _unjudged_attempt(view.state, last=attempt is view.attempts[-1])
+            items.append(f'<li class="vx-attempt" data-verdict="{verdict}">{label}{said}</li>')
     outcome = {
         "queued": f"{what}: waiting for a scripts worker…",
         "running": f"{what}…" if view.attempts else f"{what}: loading the script model…",
@@ -184,6 +197,18 @@ def script_job_html(view: ScriptView) -> str:
         + (f"<ul>{notes}</ul>" if notes else "")
         + "</div>"
     )
+
+
+def _unjudged_attempt(state: str, *, last: bool) -> tuple[str, str]:
+    """An attempt with no rejection: (its verdict, what follows its label). Only the last attempt of a done job gave
+    the script; the last of a job that ended otherwise was stopped before its reply was judged."""
+    if not last or state == "done":
+        return "taken", " was taken."
+    if state == "running":
+        return "writing", ": the script model is writing…"
+    if state == "cancelled":
+        return "stopped", " was stopped by the cancel, before its reply was finished."
+    return "stopped", " ended before its reply was judged."
 
 
 def speaker_header_html(index: int, speaker: Speaker, turns: int) -> str:
@@ -216,6 +241,8 @@ def voice_use_html(speaker: str, use: VoiceUse, library_voice: str | None) -> st
             text += f"; the library voice “{library_voice}” is set aside (clear the recording to use it)"
     elif use is VoiceUse.LIBRARY:
         text = f"{speaker} uses the library voice “{library_voice or 'picked above'}”"
+    elif use is VoiceUse.UNUSABLE:
+        text = f"{speaker}'s recording cannot be used (see below): replace it, or clear it to use a library voice"
     else:
         text = f"{speaker} has no voice yet: pick a library voice or give a recording"
     return f'<p class="vx-voice-use" data-uses="{use.value}">{_e(text)}.</p>'
@@ -232,6 +259,19 @@ def voice_preview_html(url: str, name: str, take: str) -> str:
 # --- Generate --------------------------------------------------------------------------------------------
 
 
+NO_WORKER = (
+    "No worker is running, so nothing takes this job yet: start one (`voxcast serve` runs one beside the api, "
+    "`voxcast serve --only worker` one on its own), or ask the admin, who sees the workers on the Admin screen. "
+    "The job stays queued and starts as soon as a worker is up."
+)
+
+
+CANCELLED_JOB = (
+    "Cancelled: nothing more of it is generated. To make it after all, press Generate again (it sends the script "
+    "and cast on Write and Cast); History deletes it when you no longer want it."
+)
+
+
 def job_progress_html(snapshot: JobSnapshot) -> str:
     job, progress = snapshot.job, snapshot.progress
     head = (
@@ -242,13 +282,25 @@ def job_progress_html(snapshot: JobSnapshot) -> str:
     if job.state == "queued":
         where = f"number {job.position} in the {job.queue} queue" if job.position else f"in the {job.queue} queue"
         body = f'<p class="vx-queue-position">Waiting: {where}.</p>'
+        if snapshot.workers == 0:
+            body += field_error(NO_WORKER)
     else:
         body = _progress_bar(progress, job.state, snapshot.segments_stored)
     if job.state == "failed":
         body += field_error(job.error or "the job failed")
     if job.state == "cancelled":
-        body += '<p class="vx-meta">Cancelled. Segments already made are kept; an admin can retry the job.</p>'
+        body += f'<p class="vx-meta">{_e(CANCELLED_JOB)}</p>'
     return head + body + "</div>"
+
+
+def deleted_job_html(title: str | None, job_id: str) -> str:
+    """Where the page showed a job that was deleted since: it says so, with nothing left to play or download."""
+    return (
+        f'<div class="vx-job" data-state="deleted" data-job="{_e(job_id)}">'
+        f'<p class="vx-job-head">{state_badge("deleted")} <b>{_e(title or "Untitled episode")}</b> '
+        f'<code class="vx-id">{_e(job_id[:8])}</code></p>'
+        f"{confirmed('Deleted, with its episode, transcripts, segments and inputs: nothing of it is left.')}</div>"
+    )
 
 
 def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) -> str:
@@ -264,15 +316,18 @@ def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) ->
         )
     else:
         audio = f"{clock(progress.audio_seconds_done)} of about {clock(progress.audio_seconds_planned)} of audio"
-    figures = [f'<span class="vx-audio-done">{audio}</span>', f"{percent}%"]
+    figures = [f'<span class="vx-audio-done">{audio}</span>']
+    if not finishing:  # past the estimate a share would be of a figure already passed
+        figures.append(f'<span class="vx-share">{percent}%</span>')
     if progress.segments_total:
         figures.append(f"{max(segments_ready, progress.segments_done)} of {progress.segments_total} segments ready")
     if finishing:
         figures.append('<span class="vx-eta">finishing</span>')
     elif state == "running" and progress.eta_seconds is not None:
         figures.append(f'<span class="vx-eta">about {clock(progress.eta_seconds)} left</span>')
+    value = "" if finishing else f' aria-valuenow="{percent}"'  # an indeterminate bar while finishing
     return (
-        f'<div class="vx-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="{percent}">'
+        f'<div class="vx-bar" role="progressbar" aria-valuemin="0" aria-valuemax="100"{value}>'
         f'<div style="width:{percent}%"></div></div><p class="vx-figures">{" · ".join(figures)}</p>'
     )
 
@@ -324,7 +379,7 @@ def episode_html(
     """The episode's player, its waveform, its chapters and its transcript; the page's script draws the waveform
     with each turn's span in its speaker's colour and highlights the turn playing.
 
-    `focus_turn` (a turn's `index` in chapters.json) marks the turn the player starts from, e.g. one just
+    `focus_turn` (a turn's `index` in turns.json) marks the turn the player starts from, e.g. one just
     regenerated.
     """
     turns = chapters.get("turns", [])
@@ -356,6 +411,19 @@ def episode_html(
         f"{chapter_list if chapter_items else ''}"
         f'<ol class="vx-transcript" aria-label="Transcript">{cues}</ol></div>'
     )
+
+
+def downloads_html(files: Sequence[tuple[str, str, int]]) -> str:
+    """The episode's files, each (name, URL, size in bytes), as plain download links: a listener can save any of them
+    and remove none (Gradio's file list offers a × that takes a file off the list)."""
+    if not files:
+        return ""
+    items = "".join(
+        f'<li><a class="vx-download" href="{_e(url)}" download="{_e(name)}">{_e(name)}</a> '
+        f'<span class="vx-meta">{byte_size(size)}</span></li>'
+        for name, url, size in files
+    )
+    return f'<div class="vx-downloads"><p class="vx-downloads-head">Downloads</p><ul>{items}</ul></div>'
 
 
 def regeneration_plan_html(plan: RegenerationPlan) -> str:
@@ -444,6 +512,55 @@ def queues_html(queues: Sequence[QueueDepth]) -> str:
         '<div class="vx-table-wrap"><table class="vx-table vx-queues"><thead><tr><th>Queue</th><th>Queued</th>'
         f"<th>Running</th><th>Messages in Redis</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
+
+
+# How a worker's engine decodes (`WorkerView.step_mode`), in an admin's words.
+STEP_NAMES = {"graphs": "CUDA graphs", "fixed": "fixed shapes, no graphs", "eager": "eager"}
+
+
+def workers_html(listing: WorkerList) -> str:
+    """The live workers: where each runs, its engine's rows and K/V blocks in use, its speed, the decode step it runs
+    (and why, on hover), and the jobs it holds; and the worker `voxcast serve` supervises, with its restarts."""
+    if not listing.workers:
+        rows = '<tr class="vx-no-workers"><td colspan="8">No worker is running: jobs wait in their queues.</td></tr>'
+    else:
+        rows = "".join(
+            f'<tr data-worker="{_e(worker.name)}"><td>{_e(worker.name)}</td><td>{_e(worker.model)}</td>'
+            f"<td>{_e(worker.device)} · {_e(worker.dtype)}</td><td>{worker.slots_in_use} of {worker.slots}"
+            f"{f' (+{worker.waiting} waiting)' if worker.waiting else ''}</td>"
+            f"<td>{worker.kv_blocks_in_use} of {worker.kv_blocks}</td><td>{worker.frames_per_second:.1f}</td>"
+            f'<td title="{_e(worker.step_mode_reason)}">{_e(STEP_NAMES.get(worker.step_mode, worker.step_mode))}</td>'
+            f"<td>{len(worker.running_jobs)}</td></tr>"
+            for worker in listing.workers
+        )
+    supervised = listing.supervised
+    note = ""
+    if supervised is not None:
+        last = f"; last exit: {supervised.last_exit}" if supervised.last_exit else ""
+        note = (
+            f'<p class="vx-meta vx-supervised">Supervised worker: {_e(supervised.state)}, '
+            f"{supervised.restarts} restart{'s' if supervised.restarts != 1 else ''}{_e(last)}.</p>"
+        )
+    return (
+        '<div class="vx-table-wrap"><table class="vx-table vx-workers"><thead><tr><th>Worker</th><th>Model</th>'
+        "<th>Device</th><th>Rows in use</th><th>K/V blocks in use</th><th>Frames/s</th><th>Decode step</th>"
+        "<th>Jobs</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>{note}"
+    )
+
+
+def metrics_html(summary: MetricsSummary) -> str:
+    """`/metrics`' headline figures, as one line of figures."""
+    states = " · ".join(f"{count} {state}" for state, count in summary.jobs_by_state.items() if count)
+    depth = sum(summary.queue_depth.values())
+    figures = [
+        f"{summary.workers_up} worker{'s' if summary.workers_up != 1 else ''} up",
+        f"{depth} message{'s' if depth != 1 else ''} in the queues",
+        f"oldest queued job waiting {clock(summary.oldest_queued_seconds)}",
+        f"{summary.frames_per_second:.1f} frames/s ({summary.frames_per_second / FRAMES_PER_SECOND:.1f}× real time)",
+        f"jobs: {states or 'none'}",
+    ]
+    return f'<p class="vx-metrics">{" · ".join(_e(figure) for figure in figures)}</p>'
 
 
 def usage_html(keys: Sequence[UsageView]) -> str:

@@ -1,7 +1,7 @@
 """The Write screen's live preview, and the speaker names chosen on the Cast screen.
 
 The api is the authority on scripts: it parses every submission again. The studio runs the same parser
-(`pipeline.script`, pure Python, no model) on every keystroke so that a mistake shows at its line while
+(`script_text.parser`, pure Python, no model) on every keystroke so that a mistake shows at its line while
 the script is being written, and it estimates the episode's length the way the api plans it.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.drafting.replies import script_to_text
-from pipeline.plan import plan_script
-from pipeline.script import Script, ScriptError, ScriptWarning, Speaker, parse_script, script_warnings
+from script_text.drafting.replies import script_to_text
+from script_text.parser import Script, ScriptError, ScriptWarning, Speaker, parse_script, script_warnings
+from script_text.plan import plan_script
 
 
 @dataclass(frozen=True)

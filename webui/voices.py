@@ -11,7 +11,7 @@ from enum import Enum
 from pathlib import Path
 
 from api.schemas import VoiceView
-from tokenizer.voice_prompt import load_voice_prompt
+from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
 
 _SECONDS_TOLERANCE = 0.0005  # the api stores a voice's length rounded to the millisecond
 
@@ -22,16 +22,18 @@ class VoiceUse(Enum):
     UPLOAD = "upload"  # the recording uploaded or recorded on the speaker's row
     LIBRARY = "library"  # the library voice picked on the row
     NONE = "none"
+    UNUSABLE = "unusable"  # a recording was given, and the api's voice loader refuses it (`recording_problem`)
 
 
 def voice_in_use(library_voice: str | None, upload: str | None) -> VoiceUse:
     """The voice a speaker's row sends: its own recording when it has one, else its library voice.
 
     The recording wins because it was given for this speaker alone, after the library was there to pick from;
-    the library voice stays picked, so clearing the recording brings it back.
+    the library voice stays picked, so clearing the recording brings it back. A recording the api would refuse is
+    `UNUSABLE`: nothing is sent for the speaker until it is replaced or cleared.
     """
     if upload:
-        return VoiceUse.UPLOAD
+        return VoiceUse.UNUSABLE if recording_problem(upload) else VoiceUse.UPLOAD
     if library_voice:
         return VoiceUse.LIBRARY
     return VoiceUse.NONE
@@ -44,6 +46,17 @@ class RecordingShape:
     seconds: float
     sample_rate: int
     channels: int
+
+
+@functools.lru_cache(maxsize=64)
+def recording_problem(path: str) -> str | None:
+    """Why the api would refuse this recording as a voice (silent, corrupt, too short, too long...), read with its
+    own voice loader once per uploaded file; None when it takes it."""
+    try:
+        load_voice_prompt(path)
+    except VoicePromptError as error:
+        return str(error).replace(path, Path(path).name)
+    return None
 
 
 @functools.cache

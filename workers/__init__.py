@@ -1,1 +1,1 @@
-"""Job execution around the pipeline: output assembly now, the Celery app and GPU workers next."""
+"""The Celery workers: the speech worker (a job's path, its engine host, supervision) and the scripts worker."""

@@ -4,7 +4,7 @@ A cancel is a flag on the job's row (`DELETE /v1/jobs/{id}` sets it). A running 
 engine step of it, and a worker runs many jobs: asking the database once per job and step would cost a busy
 worker a hundred reads a second, each taking the Python lock from the engine's thread for a while. So one thread
 per worker process reads the flags of every job the process runs, every `POLL_SECONDS`, and sets that job's
-event; a job looks at its event after every engine step (`job_execution._FrameWatcher.check`).
+event; a job looks at its event after every engine step (`workers.job_stops.JobStops.check`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@
 - every key, queue and channel carries the `redis_namespace` prefix, so installations (or test sessions)
   can share one Redis.
 
-The api imports this module (to send tasks by name) but never the tasks themselves, which need the model.
+The api imports this module (to send tasks by name) but never the tasks themselves, which need the model; the speech
+worker's app is built in `workers.tasks` (`celery -A workers.tasks worker`), the scripts worker's in
+`workers.script_worker`, so importing this module builds no app.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ import socket
 from collections.abc import Sequence
 from typing import Literal
 
+import redis
 from celery import Celery
 from kombu import Exchange, Queue
 from kombu.transport.redis import Channel
 
+from core.job_states import QUEUE_KINDS, QueueKind
 from core.settings import Settings
 
-QueueKind = Literal["interactive", "batch"]
-QUEUE_KINDS: tuple[QueueKind, ...] = ("interactive", "batch")
 RUN_JOB_TASK = "voxcast.run_job"
 RUN_SCRIPT_TASK = "voxcast.run_script"
 SCRIPTS_QUEUE = "scripts"
@@ -107,6 +109,20 @@ def enqueue_job(app: Celery, namespace: str, job_id: str, kind: QueueKind, prior
     )
 
 
+def requeue_unacknowledged(settings: Settings) -> int:
+    """Put every message a worker took and did not acknowledge back in its queue, at once; how many there were.
+
+    Only for a broker no worker consumes from (a private Redis as `voxcast serve` starts it): a message is
+    unacknowledged while its worker runs it, so on a broker in use this would run jobs twice.
+    """
+    tags = redis.Redis.from_url(settings.redis_url).hkeys(broker_key_prefix(settings.redis_namespace) + "unacked")
+    app = create_celery_app(settings, include=())
+    with app.connection_for_write() as connection:
+        for tag in tags:
+            connection.default_channel.qos.restore_by_tag(tag)  # its own queue, priority and all, as kombu does it
+    return len(tags)
+
+
 def scripts_node_name() -> str:
     """The Celery node name of this host's scripts worker, and the name its script jobs are held under."""
     return f"voxcast-scripts@{socket.gethostname()}"
@@ -115,6 +131,3 @@ def scripts_node_name() -> str:
 def enqueue_script(app: Celery, namespace: str, script_id: str) -> None:
     """Send a script job's task to the scripts queue; like a job's, its task id is its id."""
     app.send_task(RUN_SCRIPT_TASK, args=[script_id], task_id=script_id, queue=queue_name(namespace, SCRIPTS_QUEUE))
-
-
-app = create_celery_app(Settings.from_env())

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from core.db import Database, retry_on_disconnect
-from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from core.job_states import JobState, SegmentState
+from core.models import Job, JobSegment, utc_now
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ClaimedJob:
 @dataclass(frozen=True)
 class PlannedSegment:
     """A segment of a job's plan as its row starts: its index, the frames it is expected to make, its seed, and the
-    hash of what it says (`pipeline.plan.Segment.text_hash`)."""
+    hash of what it says (`script_text.plan.Segment.text_hash`)."""
 
     index: int
     frames: int
@@ -61,19 +62,28 @@ class SegmentRecord:
     seed: int  # the segment's own seed (`segment_seed(job seed, index)`, unless a regeneration drew another)
     audio_path: str | None
     turns: tuple[tuple[int, str, str, float, float], ...]  # (turn index, speaker, text, start, end) in the segment
+    revision: int = 0  # the job's revision that last set it to generate (a regenerated turn's is the job's newest)
     # Its words changed since its row was written (its audio, or the frames of an interrupted attempt, were of other
     # words): generated again from the start.
     text_changed: bool = False
 
 
+@dataclass(frozen=True)
+class CancelledAtClaim:
+    """A job `claim_job` found queued with its cancel asked for (its worker died before it stopped): cancelled now."""
+
+    id: str
+
+
 @retry_on_disconnect
 def claim_job(
     database: Database, job_id: str, holder: str, stale_after: float, revision: int | None = None
-) -> ClaimedJob | None:
+) -> ClaimedJob | CancelledAtClaim | None:
     """Take the job if it is queued, or running under a holder silent for `stale_after` seconds; else None.
 
     With `revision`, only while the job is at that revision: a regeneration's message that a newer one
-    superseded finds nothing to do. A queued job whose cancel was requested is marked cancelled here instead.
+    superseded finds nothing to do. A queued job whose cancel was requested is marked cancelled here instead
+    (`CancelledAtClaim`: the caller records what its folder holds).
     """
     now = utc_now()
     claimable = (Job.state == JobState.QUEUED) | (
@@ -82,11 +92,13 @@ def claim_job(
     if revision is not None:
         claimable = claimable & (Job.revision == revision)
     with database.session() as session:
-        session.execute(
+        cancelled = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.cancel_requested.is_(True), claimable)
             .values(state=JobState.CANCELLED, finished_at=now, worker=None)
         )
+        if cancelled.rowcount == 1:
+            return CancelledAtClaim(job_id)
         claimed = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.cancel_requested.is_(False), claimable)
@@ -154,9 +166,7 @@ def cancel_requested(database: Database, job_ids: Collection[str]) -> set[str]:
 
 
 @retry_on_disconnect
-def prepare_segments(
-    database: Database, job: ClaimedJob, planned: list[PlannedSegment], frames_planned: int
-) -> list[SegmentRecord]:
+def prepare_segments(database: Database, job: ClaimedJob, planned: list[PlannedSegment]) -> list[SegmentRecord]:
     """Make sure a row exists for every planned segment (a row already there keeps its seed); return them in order.
 
     A row whose text hash differs from the plan's is set back to pending (its stored audio, or an interrupted
@@ -188,11 +198,17 @@ def prepare_segments(
                 row.state, row.audio_path, row.latents_path, row.frames, row.seconds, row.turns = (
                     SegmentState.PENDING, None, None, 0, 0.0, []
                 )  # fmt: skip
-        session.execute(
-            update(Job).where(Job.id == job.id).values(frames_planned=frames_planned, segments_total=len(planned))
-        )
         session.flush()
         return [_record(existing[segment.index], segment.index in changed) for segment in planned]
+
+
+@retry_on_disconnect
+def record_planned(database: Database, job: ClaimedJob, frames_planned: int, segments_total: int) -> None:
+    """What this run of the job is for, as its progress counts it (`workers.job_progress`)."""
+    with database.session() as session:
+        session.execute(
+            update(Job).where(Job.id == job.id).values(frames_planned=frames_planned, segments_total=segments_total)
+        )
 
 
 def _record(row: JobSegment, text_changed: bool) -> SegmentRecord:
@@ -203,17 +219,27 @@ def _record(row: JobSegment, text_changed: bool) -> SegmentRecord:
         seed=row.seed,
         audio_path=row.audio_path,
         turns=tuple(tuple(turn) for turn in row.turns),
+        revision=row.revision,
         text_changed=text_changed,
     )
 
 
 @retry_on_disconnect
-def record_progress(database: Database, job: ClaimedJob, frames_done: int, segments_done: int) -> None:
+def record_progress(
+    database: Database, job: ClaimedJob, frames_done: int, segments_done: int, eta_seconds: float | None
+) -> None:
+    now = utc_now()
     with database.session() as session:
         session.execute(
             update(Job)
             .where(Job.id == job.id, Job.worker == job.holder)
-            .values(frames_done=frames_done, segments_done=segments_done, heartbeat_at=utc_now())
+            .values(
+                frames_done=frames_done,
+                segments_done=segments_done,
+                heartbeat_at=now,
+                eta_seconds=eta_seconds,
+                eta_at=now,
+            )
         )
 
 
@@ -293,6 +319,55 @@ def finish_job(
             .values(**values)
         )
         return result.rowcount == 1
+
+
+@retry_on_disconnect
+def hand_back_job(database: Database, job: ClaimedJob) -> bool:
+    """Queue the held job again because its worker was asked to stop (a planned stop, not a death): `handbacks` + 1,
+    `worker_deaths` unchanged, its stored segments and partial frames kept for the next attempt.
+
+    False when this worker no longer holds it, or when its cancel was asked for meanwhile (the caller ends it as
+    cancelled instead: a job queued again with its cancel pending would only be cancelled by the next claim).
+    """
+    with database.session() as session:
+        result = session.execute(
+            update(Job)
+            .where(
+                Job.id == job.id,
+                Job.worker == job.holder,
+                Job.state == JobState.RUNNING,
+                Job.cancel_requested.is_(False),
+            )
+            .values(**_handed_back(utc_now()))
+        )
+        return result.rowcount == 1
+
+
+@retry_on_disconnect
+def hand_back_process_jobs(database: Database, process: str) -> list[AbandonedJob]:
+    """Queue again every job still running under `process` ("<host>:<pid>"): a worker stopped on purpose that had not
+    handed them all back by the end of its stop's budget (killed by its supervisor, or ending by its own bound). The
+    stop was asked for, so these are hand-backs, not deaths. A job whose cancel is pending is cancelled by its next
+    claim."""
+    with database.session() as session:
+        rows = session.execute(
+            update(Job)
+            .where(Job.state == JobState.RUNNING, Job.worker.startswith(f"{process}:", autoescape=True))
+            .values(**_handed_back(utc_now()))
+            .returning(Job.id, Job.queue, Job.priority, Job.worker_deaths)
+        ).all()
+    return [AbandonedJob(*row, failed=False) for row in rows]
+
+
+def _handed_back(now: datetime) -> dict[str, object]:
+    """A running job's row, queued again after a planned stop of its worker."""
+    return {
+        "state": JobState.QUEUED,
+        "worker": None,
+        "waiting": False,
+        "enqueued_at": now,
+        "handbacks": Job.handbacks + 1,
+    }
 
 
 @dataclass(frozen=True)

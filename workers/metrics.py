@@ -18,8 +18,8 @@ from collections import deque
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
-from core.models import JobState
-from pipeline.engine import Engine, StepTiming
+from core.job_states import JobState
+from pipeline.engine.engine import Engine, StepTiming
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,10 @@ Stored frames are trusted because they can only come from the same segment, seed
 discarded the moment its segment is stored, and a turn can be regenerated (with a new seed) only once every
 segment of the job is stored.
 
-The file only grows: one record per frame, synced every `SYNC_EVERY` frames, so a long segment costs a
-constant amount of writing per frame (rewriting a whole array each time cost the square of its length). A crash
-mid-write leaves at most a torn last record, which reading ignores and the next append cuts off.
+The file only grows: one record per frame, synced every `SYNC_EVERY` frames (and at once by `flush` when the job is
+handed back on a planned stop), so a long segment costs a constant amount of writing per frame (rewriting a whole
+array each time cost the square of its length). A crash mid-write leaves at most a torn last record, which reading
+ignores and the next append cuts off.
 
 Layout, little-endian: the header `MAGIC` then the latent size (uint32); then per frame the token count
 (uint32), the tokens (int32 each) and the latent (float32 each).
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.engine import Replay
+from pipeline.engine.requests import Replay
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,12 @@ class PartialFrames:
         self._pending += np.asarray(latent, dtype="<f4").tobytes()
         self._unsynced += 1
         if self._unsynced == SYNC_EVERY:
+            self._write()
+
+    def flush(self) -> None:
+        """Write and sync the frames not yet on disk (fewer than `SYNC_EVERY`): the segment stops here for now (its
+        worker hands the job back) and the next attempt replays every frame it made."""
+        if self._pending:
             self._write()
 
     def discard(self) -> None:

@@ -15,8 +15,8 @@ import redis
 
 from core.models import utc_now
 from core.worker_presence import EXPIRY_HEARTBEATS, WorkerStatus, worker_key
-from workers.job_execution import WorkerServices, process_name
-from workers.job_runner import worker_engine
+from workers.engine_host import worker_engine
+from workers.worker_services import WorkerServices, process_name
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class Presence:
             self._thread.join()
 
     def status(self) -> WorkerStatus:
-        engine = worker_engine(self.services.model())
+        engine = worker_engine(self.services.engine())
         load = engine.load
         return WorkerStatus(
             name=self.name,
@@ -60,6 +60,12 @@ class Presence:
             kv_block_tokens=load.block_size,
             longest_generation_tokens=load.longest_generation,
             preemptions=load.preemptions,
+            frames_per_second=round(self.services.metrics.frames_per_second(), 2),
+            step_mode=load.fast_path.mode.value,
+            step_mode_reason=load.fast_path.reason,
+            cuda_graphs=load.fast_path.graphs,
+            warm_up_seconds=load.warm_up_seconds,
+            kv_read_ratio=load.key_reads.ratio,
             started_at=self.started_at,
             seen_at=utc_now(),
         )

@@ -8,6 +8,9 @@ job starts while it runs. If the worker dies again, that death is the suspect's 
 (`job_records.release_abandoned_jobs`) fails it; the innocent ones beside it the first time run to the end,
 each alone once and then batched again. Suspects are rare (they follow a crash), so the lost batching is
 brief.
+
+A worker that stops on purpose closes its quarantine: the jobs waiting in it do not start (`QuarantineClosed`), and
+are handed back with the running ones.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+
+
+class QuarantineClosed(Exception):
+    """The worker stops: a job still waiting for its turn does not start."""
 
 
 class Quarantine:
@@ -28,13 +35,15 @@ class Quarantine:
         self._sharing = 0  # ordinary jobs running
         self._alone = False  # a suspect is running
         self._suspects_waiting = 0
+        self._closed = False  # the worker stops: nothing waiting starts any more
 
     @contextlib.contextmanager
     def run(self, suspect: bool, started: Callable[[], None] | None = None) -> Iterator[None]:
         """Hold the worker for one job: alone when `suspect`, else beside the other ordinary jobs.
 
         `started()` is called once the job may run, outside the lock: it records in the database that the job runs
-        from now on, so that a worker death while it waited (from its claim on) is not counted against it.
+        from now on, so that a worker death while it waited (from its claim on) is not counted against it. Raises
+        `QuarantineClosed` (without calling it) once `close()` was called, whether the job waited or just came.
         """
 
         def may_run() -> bool:
@@ -44,7 +53,10 @@ class Quarantine:
 
         with self._changed:
             self._suspects_waiting += suspect
-            self._changed.wait_for(may_run)
+            self._changed.wait_for(lambda: self._closed or may_run())
+            if self._closed:
+                self._suspects_waiting -= suspect
+                raise QuarantineClosed
             if suspect:
                 self._suspects_waiting -= 1
                 self._alone = True
@@ -61,3 +73,9 @@ class Quarantine:
                 else:
                     self._sharing -= 1
                 self._changed.notify_all()
+
+    def close(self) -> None:
+        """Let no waiting or later job start: each raises `QuarantineClosed`. The running ones are not touched."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from celery import Celery
 
-from workers.celery_app import QueueKind, broker_priority, queue_name
+from core.job_states import QueueKind
+from workers.celery_app import broker_priority, queue_name
 
 REGENERATE_TASK = "voxcast.regenerate_job"
 

@@ -1,6 +1,6 @@
 """Running one script job on a scripts worker: claim it, ask the script model, record every attempt, store the script.
 
-The drafting stage (`pipeline.drafting`) does the work; this module gives it the job's input and an
+The drafting stage (`script_text.drafting`) does the work; this module gives it the job's input and an
 `AttemptObserver` that writes each attempt (and the reason a reply was rejected) into the row as it happens,
 and answers its "cancelled?" from the row (read at most every `CANCEL_CHECK_SECONDS`), so a cancel ends a
 reply within a fraction of a second. Every change is followed by a "changed" message on the job's channel
@@ -11,6 +11,10 @@ heartbeat is refreshed every `heartbeat_seconds`; a scripts worker that dies mid
 its node name, and a sweeper takes it back (`workers.script_sweeper`): the next worker of that name at once, any
 scripts worker once the heartbeat is stale. A run whose job was taken back meanwhile stops at its next check and
 writes nothing more.
+
+A scripts worker asked to stop (SIGTERM, Ctrl-C, its server gone) hands its jobs back: each reply stops at its next
+"cancelled?" as a cancel would, and the job is queued again to start over (`ScriptHandedBack`; `handbacks` + 1, which
+the guard against workers that keep dying does not count), its message sent again by the task.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
@@ -29,9 +34,11 @@ from sqlalchemy.orm import Session
 
 from core.db import Database
 from core.job_events import EventPublisher
-from core.models import JobState, ScriptJob, utc_now
+from core.job_states import JobState
+from core.models import ScriptJob, utc_now
 from core.settings import Settings
-from pipeline.drafting import (
+from models.loading import ModelLoadError
+from script_text.drafting import (
     ChatModel,
     DraftCancelled,
     DraftingError,
@@ -41,8 +48,7 @@ from pipeline.drafting import (
     draft_script,
     normalise_transcript,
 )
-from pipeline.drafting.jobs import DraftedScript
-from pipeline.model_loading import ModelLoadError
+from script_text.drafting.jobs import DraftedScript
 from workers.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
@@ -58,6 +64,13 @@ class ScriptServices:
     database: Database
     events: EventPublisher
     model: IdleModel  # the process's script model, loaded on first use
+    # When this process started (before it took any message): the jobs its node name held before are a dead one's.
+    started_at: datetime = field(default_factory=utc_now)
+    stopping: threading.Event = field(default_factory=threading.Event)  # a planned stop: every job hands itself back
+
+
+class ScriptHandedBack(Exception):
+    """The script job was queued again because its scripts worker is stopping on purpose; the task sends it again."""
 
 
 class RowObserver:
@@ -79,9 +92,9 @@ class RowObserver:
         )
 
     def cancelled(self) -> bool:
-        """Whether the job's cancel was asked for (or the job is no longer this worker's); the row is read at most
-        every CANCEL_CHECK_SECONDS."""
-        if self.lost.is_set():
+        """Whether the job's cancel was asked for (or the job is no longer this worker's, or the worker stops); the row
+        is read at most every CANCEL_CHECK_SECONDS."""
+        if self.lost.is_set() or self.services.stopping.is_set():
             return True
         if not self._cancelled and time.monotonic() - self._checked_at >= CANCEL_CHECK_SECONDS:
             with self.services.database.reading() as session:
@@ -126,6 +139,8 @@ def run_script_job(services: ScriptServices, script_id: str, worker: str) -> Non
                     source, load_model, budget, force_model=options["force_model"], observer=observer
                 )
     except DraftCancelled:
+        if services.stopping.is_set() and _hand_back(services, script_id, worker):
+            raise ScriptHandedBack(script_id) from None
         _finish(services, script_id, worker, JobState.CANCELLED, error=None)
     except (DraftingError, DraftInputError) as error:
         _finish(services, script_id, worker, JobState.FAILED, error=str(error))
@@ -159,6 +174,22 @@ def _claim(database: Database, script_id: str, worker: str) -> bool:
 def _held(script_id: str, worker: str) -> ColumnElement[bool]:
     """The job's row while `worker` runs it (and no sweeper took it back)."""
     return (ScriptJob.id == script_id) & (ScriptJob.state == JobState.RUNNING) & (ScriptJob.worker == worker)
+
+
+def _hand_back(services: ScriptServices, script_id: str, worker: str) -> bool:
+    """Queue the held job again to start over, as its worker stops on purpose; False when it is no longer this
+    worker's or its cancel was asked for (then it ends cancelled)."""
+    with services.database.session() as session:
+        handed_back = session.execute(
+            update(ScriptJob)
+            .where(_held(script_id, worker), ScriptJob.cancel_requested.is_(False))
+            .values(state=JobState.QUEUED, worker=None, attempt_log=[], handbacks=ScriptJob.handbacks + 1)
+        )
+    if handed_back.rowcount != 1:
+        return False
+    logger.info("script job handed back: its scripts worker stops", extra={"script_id": script_id})
+    services.events.script_changed(script_id)
+    return True
 
 
 def _beat(database: Database, script_id: str, worker: str) -> bool:

@@ -8,6 +8,9 @@ it never loads the speech model: its one model is the script model (`VOXCAST_SCR
 the first job and let go after `VOXCAST_SCRIPT_MODEL_IDLE_SECONDS` without one (`script_execution.IdleModel`).
 On a GPU host both models share the GPU; to keep drafting off it, run the scripts worker on another host
 (or with `VOXCAST_DEVICE=cpu`): it needs only the broker, the database and the script model.
+
+A planned stop (SIGTERM or SIGINT, or `voxcast serve` gone: `workers.lifeline`) hands its script jobs back to the
+queue (`script_execution.ScriptHandedBack`) and ends the process at once, as the speech worker does (`workers.tasks`).
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ import logging
 from typing import Any
 
 from celery import signals
+from celery.exceptions import Reject
 
 from core.db import Database, database_url, upgrade_database
 from core.job_events import EventPublisher
 from core.logging import configure_logging
 from core.settings import Settings
-from pipeline.drafting import ChatModel
+from script_text.drafting import ChatModel
 from workers.celery_app import RUN_SCRIPT_TASK, create_celery_app, enqueue_script, scripts_node_name
-from workers.script_execution import IdleModel, ScriptServices, run_script_job
+from workers.lifeline import end_process, watch_lifeline
+from workers.script_execution import IdleModel, ScriptHandedBack, ScriptServices, run_script_job
 from workers.script_sweeper import ScriptSweeper
 
 logger = logging.getLogger(__name__)
@@ -38,7 +43,7 @@ def script_services() -> ScriptServices:
     settings = Settings.from_env()
 
     def load() -> ChatModel:
-        from pipeline.drafting.transformers_chat import load_chat_model
+        from models.instruct_chat import load_chat_model
 
         return load_chat_model(settings.script_model, device=settings.device, dtype=settings.dtype)
 
@@ -52,7 +57,18 @@ def script_services() -> ScriptServices:
 
 @app.task(name=RUN_SCRIPT_TASK, bind=True)
 def run_script(task: Any, script_id: str) -> None:
-    run_script_job(script_services(), script_id, worker=task.request.hostname or scripts_node_name())
+    services = script_services()
+    if services.stopping.is_set():
+        raise Reject("this scripts worker is stopping; the message goes back to the queue", requeue=True)
+    try:
+        run_script_job(services, script_id, worker=task.request.hostname or scripts_node_name())
+    except ScriptHandedBack:
+        try:
+            enqueue_script(app, services.settings.redis_namespace, script_id)
+        except Exception:  # the broker is gone: the job is queued in the database, where a sweeper finds it
+            logger.warning(
+                "could not send a handed-back script job again", extra={"script_id": script_id}, exc_info=True
+            )
 
 
 @signals.setup_logging.connect
@@ -65,6 +81,8 @@ def _setup_logging(**_: Any) -> None:
 def _migrate(**_: Any) -> None:
     settings = Settings.from_env()
     configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
+    watch_lifeline()
+    script_services()  # its start time is now, before it takes any message
     upgrade_database(database_url(settings))
 
 
@@ -75,6 +93,22 @@ def _sweep_and_announce(sender: Any = None, **_: Any) -> None:
     name = getattr(sender, "hostname", None) or scripts_node_name()
     namespace = services.settings.redis_namespace
     ScriptSweeper(
-        services.settings, services.database, lambda script_id: enqueue_script(app, namespace, script_id), name
+        services.settings,
+        services.database,
+        lambda script_id: enqueue_script(app, namespace, script_id),
+        name,
+        services.started_at,
     ).start()
     logger.info("scripts worker ready", extra={"node": name, "script_model": services.settings.script_model})
+
+
+@signals.worker_shutting_down.connect
+def _hand_back_jobs(**_: Any) -> None:
+    """A planned stop began: every running script job hands itself back at its next check."""
+    script_services().stopping.set()
+
+
+@signals.worker_shutdown.connect
+def _end(sender: Any = None, **_: Any) -> None:
+    """Celery's warm shutdown is over: end now (`lifeline.end_process`)."""
+    end_process(getattr(sender, "exitcode", None) or 0)

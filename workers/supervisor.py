@@ -13,9 +13,13 @@ code (the GPU, codecs), so it is the half that can die. When it does, the superv
   loop died (`EXIT_ENGINE_DEAD`) is restarted like one that crashed: its jobs run again.
 
 The worker runs in a session of its own, so a Ctrl-C in the terminal reaches serve alone, and serve stops
-it (SIGTERM: a warm shutdown; SIGKILL after `stop_seconds`). Its state is `status()`, which the api reports
-in `/health` and `/v1/admin/workers`. In production (compose, one process per container) the container
-runtime is the supervisor and this module is not used.
+it: SIGTERM, a planned stop in which the worker hands its jobs back (`workers.tasks`) and ends within about two
+seconds; SIGKILL if it is still there when serve's stop budget says (`core.stop_budget`: 5 s after the signal), its
+jobs then handed back here (`hand_back_process_jobs`: the stop was asked for, so no death is counted).
+`request_stop` lets serve stop both its workers at once. Each
+worker holds a lifeline to serve (`workers.lifeline`), so it ends when serve does, however serve ended. Its state
+is `status()`, which the api reports in `/health` and `/v1/admin/workers`. In production (compose, one process per
+container) the container runtime is the supervisor and this module is not used.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from core.models import utc_now
 from core.settings import Settings
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState, withdraw
 from workers.celery_app import create_celery_app
-from workers.job_records import release_abandoned_jobs
+from workers.job_records import AbandonedJob, hand_back_process_jobs, release_abandoned_jobs
+from workers.lifeline import Lifeline
 from workers.sweeper import send_back
 
 logger = logging.getLogger(__name__)
@@ -83,16 +88,15 @@ class WorkerSupervisor:
         settings: Settings,
         *,
         on_fatal: Callable[[str], None],
-        stop_seconds: float = 30.0,
     ) -> None:
         self.command = list(command)
         self.environment = dict(environment)
         self.settings = settings
         self.on_fatal = on_fatal
-        self.stop_seconds = stop_seconds
         self.hostname = socket.gethostname()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._kill_at = 0.0  # when a stopping worker still there is killed (`time.monotonic()`)
         self._process: subprocess.Popen[bytes] | None = None
         self._state: SupervisedWorkerState = "starting"
         self._restarts = 0
@@ -104,11 +108,18 @@ class WorkerSupervisor:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the worker (warm, then forced after `stop_seconds`) and stop supervising; returns when it is gone."""
-        self._stopping.set()
+    def request_stop(self, grace_seconds: float) -> None:
+        """Stop the worker and stop supervising, without waiting: SIGTERM (a planned stop: it hands its jobs back and
+        ends), SIGKILL if it is still there `grace_seconds` from now. Only the first request counts."""
+        if not self._stopping.is_set():
+            self._kill_at = time.monotonic() + grace_seconds
+            self._stopping.set()
+
+    def wait_stopped(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the worker to be gone and its jobs taken back; whether they are."""
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def status(self) -> SupervisedWorker:
         with self._lock:
@@ -136,8 +147,9 @@ class WorkerSupervisor:
                 began = time.monotonic()
                 status, pid = self._run_once()
                 if self._stopping.is_set():
+                    self._take_back_jobs(database, celery, pid, planned=True)
                     return
-                jobs = self._take_back_jobs(database, celery, pid)
+                jobs = self._take_back_jobs(database, celery, pid, planned=False)
                 reason = exit_reason(status)
                 with self._lock:
                     self._last_exit = (status, jobs, utc_now())
@@ -163,22 +175,30 @@ class WorkerSupervisor:
 
     def _run_once(self) -> tuple[int, int]:
         """Start a worker and wait for it to end (or end it, once asked to stop); its exit status and pid."""
-        process = subprocess.Popen(self.command, env=self.environment, start_new_session=True)
-        with self._lock:
-            self._process, self._state, self._started_at, self._next_start = process, "running", utc_now(), None
-        while True:
-            try:
-                return process.wait(_POLL_SECONDS), process.pid
-            except subprocess.TimeoutExpired:
-                if self._stopping.is_set():
-                    return self._end(process), process.pid
+        with Lifeline() as lifeline:  # cut when the worker has ended (or when serve does, however it ends)
+            process = subprocess.Popen(
+                self.command,
+                env=lifeline.child_environment(self.environment),
+                pass_fds=(lifeline.child_fd,),
+                start_new_session=True,
+            )
+            lifeline.started()
+            with self._lock:
+                self._process, self._state, self._started_at, self._next_start = process, "running", utc_now(), None
+            while True:
+                try:
+                    return process.wait(_POLL_SECONDS), process.pid
+                except subprocess.TimeoutExpired:
+                    if self._stopping.is_set():
+                        return self._end(process), process.pid
 
     def _end(self, process: subprocess.Popen[bytes]) -> int:
         """A warm shutdown (running jobs finish their step; one cut short resumes later), forced if it lingers."""
-        return stop_process(process, self.stop_seconds)
+        return stop_process(process, max(0.0, self._kill_at - time.monotonic()))
 
-    def _take_back_jobs(self, database: Database, celery: Celery, pid: int) -> list[str]:
-        """Release the jobs the dead worker held (each counts a worker death) and send back those still allowed.
+    def _take_back_jobs(self, database: Database, celery: Celery, pid: int, *, planned: bool) -> list[str]:
+        """Take back the jobs the ended worker still held and send back those queued again: after a death each counts
+        one (and the guard fails those past their allowance); after a planned stop they are hand-backs.
 
         Its announcement goes too, so the admin's list and `/health` stop counting it at once.
         """
@@ -188,12 +208,18 @@ class WorkerSupervisor:
         except redis.RedisError:
             pass  # it expires by itself within a few heartbeats
         try:
-            abandoned = release_abandoned_jobs(
-                database, dead_process=name, max_worker_deaths=self.settings.max_worker_deaths
+            abandoned: list[AbandonedJob] = (
+                hand_back_process_jobs(database, name)
+                if planned
+                else release_abandoned_jobs(
+                    database, dead_process=name, max_worker_deaths=self.settings.max_worker_deaths
+                )
             )
-            send_back(self.settings, celery, abandoned, "the worker died")
+            send_back(
+                self.settings, database, celery, abandoned, "the worker was stopped" if planned else "the worker died"
+            )
         except Exception:  # the database or Redis down: the sweeper of the next worker finds them by their heartbeat
-            logger.warning("could not take back the dead worker's jobs; the sweeper will", exc_info=True)
+            logger.warning("could not take back the ended worker's jobs; the sweeper will", exc_info=True)
             return []
         return [job.id for job in abandoned]
 

@@ -29,11 +29,13 @@ from sqlalchemy import select
 
 from core.db import Database
 from core.job_deletion import empty_trash
-from core.models import Job, JobState, utc_now
+from core.job_states import QUEUE_KINDS, JobState, QueueKind
+from core.models import Job, utc_now
 from core.retention import apply_retention
 from core.settings import Settings
 from core.storage import DataFolder
-from workers.celery_app import QUEUE_KINDS, QueueKind, broker_key_prefix, enqueue_job, priority_list_keys
+from core.storage_usage import record_job_bytes
+from workers.celery_app import broker_key_prefix, enqueue_job, priority_list_keys
 from workers.job_records import AbandonedJob, release_abandoned_jobs
 from workers.periodic import Periodic
 
@@ -60,13 +62,18 @@ def _task_id(message: dict) -> str:
     return str(message.get("headers", {}).get("id", ""))
 
 
-def send_back(settings: Settings, celery: Celery, abandoned: list[AbandonedJob], why: str) -> list[str]:
-    """Enqueue the abandoned jobs that were queued again, log the ones the guard failed; returns the ids sent."""
+def send_back(
+    settings: Settings, database: Database, celery: Celery, abandoned: list[AbandonedJob], why: str
+) -> list[str]:
+    """Enqueue the abandoned jobs that were queued again; log the ones the guard failed, which count what their folder
+    holds from now on (not what they were expected to write); returns the ids sent."""
     resent = []
     for job in abandoned:
         where = {"job_id": job.id, "worker_deaths": job.worker_deaths}
         if job.failed:
             logger.error(f"{why}; job failed: its worker died too often", extra=where)
+            with database.session() as session:
+                record_job_bytes(session, DataFolder.from_settings(settings), job.id)
             continue
         logger.warning(f"{why}; job re-enqueued", extra=where)
         enqueue_job(celery, settings.redis_namespace, job.id, job.queue, job.priority)
@@ -79,7 +86,7 @@ def sweep(settings: Settings, database: Database, celery: Celery, client: redis.
     abandoned = release_abandoned_jobs(
         database, stale_after=settings.stale_after_seconds, max_worker_deaths=settings.max_worker_deaths
     )
-    resent = send_back(settings, celery, abandoned, "worker went silent")
+    resent = send_back(settings, database, celery, abandoned, "worker went silent")
     cutoff = utc_now() - timedelta(seconds=settings.stale_after_seconds)
     with database.session() as session:
         waiting = session.execute(

@@ -13,7 +13,7 @@ from api.schemas import JobList, JobView, PriorityChange, QueueReport, UsageList
 from api.services import jobs
 from api.services.admin import queue_report
 from api.services.storage_quota import usage_view
-from core.models import JobState
+from core.job_states import JobState
 from core.storage_usage import every_key_usage
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -45,8 +45,8 @@ def every_usage(session: SessionDep, admin: AdminKey, services: ServicesDep) -> 
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobView)
-def cancel(job_id: JobId, session: SessionDep, admin: AdminKey) -> JobView:
-    return jobs.cancel_job(session, admin, job_id)
+def cancel(job_id: JobId, session: SessionDep, admin: AdminKey, services: ServicesDep) -> JobView:
+    return jobs.cancel_job(services, session, admin, job_id)
 
 
 @router.post("/jobs/{job_id}/retry", response_model=JobView, summary="Queue a failed or cancelled job again")

@@ -20,7 +20,7 @@ from api.services.job_plan import job_plan
 from api.services.submissions import read_submission
 from api.services.worker_report import generation_limits
 from core.audio_formats import AUDIO_FORMATS, AudioFormat
-from core.models import JobState
+from core.job_states import JobState
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -35,7 +35,7 @@ TRANSCRIPT_MEDIA_TYPES = {"srt": "application/x-subrip", "vtt": "text/vtt"}
 )
 async def create_job(request: Request, response: Response, caller: CurrentKey, services: ServicesDep) -> JobView:
     limits = await generation_limits(services)
-    async with read_submission(request) as submission:
+    async with read_submission(request, services.settings.max_script_chars) as submission:
         view = await run_in_threadpool(jobs.submit_job, services, caller, submission, limits)
     response.headers["Location"] = f"/v1/jobs/{view.id}"
     return view
@@ -103,9 +103,17 @@ def get_job_plan(job_id: JobId, caller: CurrentKey, services: ServicesDep) -> Jo
     return job_plan(services, caller, job_id)
 
 
-@router.get("/{job_id}/chapters.json", summary="Chapter marks and every turn's timing")
+@router.get("/{job_id}/chapters.json", summary="Chapter marks, in the Podcasting 2.0 JSON chapters format")
 def download_chapters(job_id: JobId, session: SessionDep, caller: CurrentKey, services: ServicesDep) -> Response:
     path = jobs.output_file(services, session, caller, job_id, "episode.chapters.json")
+    return _stored(services, path, "application/json", job_id)
+
+
+@router.get("/{job_id}/turns.json", summary="Every turn's timing (`index` is what a regeneration names)")
+def download_turns(job_id: JobId, session: SessionDep, caller: CurrentKey, services: ServicesDep) -> Response:
+    path = jobs.output_file(services, session, caller, job_id, "episode.turns.json")
+    if services.data.files.size(path) is None:  # assembled before turns had a file of their own: its chapters hold them
+        path = path.with_name("episode.chapters.json")
     return _stored(services, path, "application/json", job_id)
 
 
@@ -147,7 +155,7 @@ def cancel_job(
     if purge:
         jobs.delete_job(services, session, caller, job_id)
         return Response(status_code=204)
-    return jobs.cancel_job(session, caller, job_id)
+    return jobs.cancel_job(services, session, caller, job_id)
 
 
 def _stored(services: ApiServices, path: Path, media_type: str, job_id: str, filename: str | None = None) -> Response:

@@ -18,7 +18,7 @@ from api.schemas import ErrorMessage, ScriptDraftCreate, ScriptList, ScriptNorma
 from api.services import script_jobs
 from api.services.script_event_stream import read_script_view, script_event_stream
 from api.services.script_submissions import read_script_request
-from core.models import JobState
+from core.job_states import JobState
 
 router = APIRouter(prefix="/v1/scripts", tags=["scripts"])
 
@@ -58,7 +58,7 @@ router = APIRouter(prefix="/v1/scripts", tags=["scripts"])
     },
 )
 async def create_script(request: Request, response: Response, caller: CurrentKey, services: ServicesDep) -> ScriptView:
-    body = await read_script_request(request)
+    body = await read_script_request(request, services.settings.max_script_chars)
     view, queued = await run_in_threadpool(script_jobs.submit_script, services, caller, body)
     response.status_code = 202 if queued else 201
     response.headers["Location"] = f"/v1/scripts/{view.id}"

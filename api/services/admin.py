@@ -8,8 +8,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices
 from api.schemas import QueueDepth, QueueReport
-from core.models import Job, JobState
-from workers.celery_app import QUEUE_KINDS, priority_list_keys
+from core.job_states import QUEUE_KINDS, JobState
+from core.models import Job
+from workers.celery_app import priority_list_keys
 
 
 async def queue_report(services: ApiServices) -> QueueReport:

@@ -12,7 +12,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from api.errors import Conflict
-from core.models import Job, JobState, ScriptJob, utc_now
+from core.job_states import JobState
+from core.models import Job, ScriptJob, utc_now
 
 
 def request_cancel(session: Session, row: Job | ScriptJob, noun: str) -> None:

@@ -17,9 +17,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.errors import InvalidInput, Problem, TooManyJobs
-from core.models import Job, JobState, ScriptJob
-from pipeline.plan import Plan
-from pipeline.prompt import estimated_prompt_tokens
+from core.job_states import JobState
+from core.models import Job, ScriptJob
+from script_text.parser import Script
+from script_text.plan import EpisodeTooLong, Mode, Plan, plan_script
+from script_text.prompt import estimated_prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -60,20 +62,31 @@ def check_script_length(text: str, max_chars: int) -> None:
         )
 
 
-def check_audio_minutes(plan: Plan, max_minutes: float, field: str) -> None:
-    """422 naming `field` when the plan's estimated audio runs past `max_minutes`."""
-    minutes = plan.estimated_seconds / 60
-    if minutes > max_minutes:
-        raise InvalidInput(
-            [
-                Problem(
-                    field,
-                    f"the job would make about {minutes:.1f} minutes of audio; this server generates at most "
-                    f"{max_minutes:g} minutes per job (VOXCAST_MAX_JOB_AUDIO_MINUTES)",
-                    kind="script_error",
-                )
-            ]
-        )
+def planned_within_minutes(
+    script: Script, mode: Mode, max_segment_seconds: float, max_minutes: float, field: str
+) -> Plan:
+    """The script's plan; 422 naming `field` and `VOXCAST_MAX_JOB_AUDIO_MINUTES` when its estimated audio runs
+    past `max_minutes`, also when it runs past the planner's own ceiling (which the setting never exceeds)."""
+    try:
+        plan = plan_script(script, mode, max_segment_seconds=max_segment_seconds)
+    except EpisodeTooLong as error:
+        raise _too_many_minutes(error.minutes, max_minutes, field) from error
+    if (minutes := plan.estimated_seconds / 60) > max_minutes:
+        raise _too_many_minutes(minutes, max_minutes, field)
+    return plan
+
+
+def _too_many_minutes(minutes: float, max_minutes: float, field: str) -> InvalidInput:
+    return InvalidInput(
+        [
+            Problem(
+                field,
+                f"the job would make about {minutes:.1f} minutes of audio; this server generates at most "
+                f"{max_minutes:g} minutes per job (VOXCAST_MAX_JOB_AUDIO_MINUTES)",
+                kind="script_error",
+            )
+        ]
+    )
 
 
 def check_generation_lengths(

@@ -12,7 +12,7 @@ from api.errors import NotFound
 from api.schemas import JobPlanView, PlanSegmentView, PlanTurnView
 from api.services.jobs import owned_job
 from core.job_scripts import read_stored_script
-from pipeline.plan import Plan, Segment, plan_job
+from script_text.plan import Plan, Segment, plan_job
 
 
 def job_plan(services: ApiServices, caller: Caller, job_id: str) -> JobPlanView:

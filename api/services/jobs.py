@@ -32,23 +32,26 @@ from api.schemas import (
     ScriptWarningView,
 )
 from api.services.cancellation import request_cancel
+from api.services.episodes import add_episode, check_episode, episode_view
 from api.services.job_limits import (
     GenerationLimits,
-    check_audio_minutes,
     check_generation_lengths,
     check_in_flight,
     check_script_length,
+    planned_within_minutes,
 )
+from api.services.ownership import owned_row
 from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
 from core import job_deletion
 from core.audio_formats import AUDIO_FORMATS
-from core.models import ApiKey, Job, JobSegment, JobState, SegmentState, Voice, utc_now
-from core.progress_estimate import eta_seconds
+from core.audio_rates import FRAMES_PER_SECOND
+from core.job_states import JobState, QueueKind, SegmentState
+from core.models import ApiKey, Job, JobSegment, Voice, utc_now
+from core.progress_estimate import eta_from
 from core.storage import atomic_write, new_id, write_audio
-from core.storage_usage import expected_job_bytes
-from pipeline.plan import Plan, plan_script
-from pipeline.script import (
+from core.storage_usage import expected_job_bytes, record_job_bytes
+from script_text.parser import (
     Script,
     ScriptError,
     ScriptWarning,
@@ -60,13 +63,18 @@ from pipeline.script import (
     script_warnings,
     unknown_speaker_message,
 )
-from tokenizer.rates import FRAMES_PER_SECOND
+from script_text.plan import Plan
 from tokenizer.voice_prompt import VoicePrompt
-from workers.celery_app import QueueKind, enqueue_job
+from workers.celery_app import enqueue_job
 
 logger = logging.getLogger(__name__)
 
-TRANSCRIPT_FILES = {"srt": "episode.srt", "vtt": "episode.vtt", "chapters": "episode.chapters.json"}
+TRANSCRIPT_FILES = {
+    "srt": "episode.srt",
+    "vtt": "episode.vtt",
+    "chapters": "episode.chapters.json",
+    "turns": "episode.turns.json",
+}
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,9 @@ def submit_job(
     check_script_length(submission.script, settings.max_script_chars)
     script = _parsed_script(submission.script)
     warnings = script_warnings(submission.script, script)
-    plan = _checked_plan(script, options, settings.max_segment_seconds)
-    check_audio_minutes(plan, settings.max_job_audio_minutes, "script")
+    plan = planned_within_minutes(
+        script, options.mode, settings.max_segment_seconds, settings.max_job_audio_minutes, "script"
+    )
     # Uploads are decoded and levelled before the database is touched: that can take a second.
     uploads = {key: prepare_upload(services, upload, f"voices.{key}") for key, upload in submission.uploads.items()}
     upload_names = {key: upload_name(upload.filename, f"voices.{key}") for key, upload in submission.uploads.items()}
@@ -131,6 +140,7 @@ def _store_job(
     options = submission.options
     with services.database.session() as session:
         check_in_flight(session, Job, caller.key_id, services.settings.max_jobs_in_flight, "jobs")
+        show = None if options.episode is None else check_episode(session, caller, options.episode, options.formats)
         stored, uploaded = _assign_voices(session, caller, plan.speakers, options.voices, uploads)
         voice_seconds = {speaker: voice.seconds for speaker, voice in stored.items()}
         voice_seconds |= {speaker: uploads[key].seconds for speaker, key in uploaded.items()}
@@ -167,10 +177,14 @@ def _store_job(
             voices=sources,
             enqueued_at=utc_now(),
             storage_bytes=storage_bytes,
+            frames_planned=plan.estimated_frames,  # a queued job says how long it is; its worker counts it again
+            segments_total=len(plan.segments),
             warnings=[{"line": warning.line, "message": warning.message} for warning in warnings],
         )
         session.add(job)
         session.flush()
+        if show is not None and options.episode is not None:
+            add_episode(session, job, show, options.episode)
         return job_view(session, job)
 
 
@@ -187,13 +201,6 @@ def _parsed_script(text: str) -> Script:
         script = parse_script(text)
         check_speakable(script)
         return script
-    except ScriptError as error:
-        raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
-
-
-def _checked_plan(script: Script, options: JobOptions, max_segment_seconds: float) -> Plan:
-    try:
-        return plan_script(script, options.mode, max_segment_seconds=max_segment_seconds)
     except ScriptError as error:
         raise InvalidInput([Problem("script", error.message, kind="script_error", line=error.line)]) from error
 
@@ -243,10 +250,7 @@ def _assign_voices(
 
 def owned_job(session: Session, caller: Caller, job_id: str) -> Job:
     """The job if this key may see it (its own, or any for an admin); otherwise NotFound, as if absent."""
-    job = session.get(Job, job_id)
-    if job is None or not (caller.is_admin or job.owner_id == caller.key_id):
-        raise NotFound(f"no job {job_id}")
-    return job
+    return owned_row(session, caller, Job, job_id, f"no job {job_id}")
 
 
 def list_jobs(
@@ -272,10 +276,14 @@ def list_jobs(
     return [job_view(session, job) for job in session.scalars(query)]
 
 
-def cancel_job(session: Session, caller: Caller, job_id: str) -> JobView:
-    """A queued job is cancelled at once; a running one stops at its worker's next frame."""
+def cancel_job(services: ApiServices, session: Session, caller: Caller, job_id: str) -> JobView:
+    """A queued job is cancelled at once (and counts what its folder holds from then on); a running one stops at its
+    worker's next frame."""
     job = owned_job(session, caller, job_id)
     request_cancel(session, job, "job")
+    if job.job_state is JobState.CANCELLED:
+        record_job_bytes(session, services.data, job_id)
+        session.refresh(job)
     logger.info("job cancel requested", extra={"job_id": job_id, "state": job.state})
     return job_view(session, job)
 
@@ -371,6 +379,7 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
             srt=f"{base}/transcript.srt",
             vtt=f"{base}/transcript.vtt",
             chapters=f"{base}/chapters.json",
+            turns=f"{base}/turns.json",
         )
     return JobView(
         id=job.id,
@@ -393,10 +402,12 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         warnings=[ScriptWarningView(**warning) for warning in job.warnings or ()],
         attempts=job.attempts,
         worker_deaths=job.worker_deaths,
+        handbacks=job.handbacks,
         outputs=outputs,
         regenerable=job.job_state is JobState.DONE and job.intermediates_removed_at is None,
         intermediates_removed_at=job.intermediates_removed_at,
         previous_take=_previous_take(job),
+        episode=episode_view(session, job),
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -450,10 +461,10 @@ def _bitrates(job: Job) -> dict[str, int]:
 
 
 def _progress(job: Job, now: datetime) -> JobProgress:
+    """The job's progress as its worker last wrote it, its ETA counted down since (the same as its events say)."""
     eta = None
-    if job.job_state is JobState.RUNNING and job.started_at is not None:
-        elapsed = (now - job.started_at).total_seconds()
-        eta = eta_seconds(job.frames_planned, job.frames_done, job.frames_done, elapsed)
+    if job.job_state is JobState.RUNNING and job.eta_at is not None:
+        eta = eta_from(job.eta_seconds, (now - job.eta_at).total_seconds())
     return JobProgress(
         frames_done=job.frames_done,
         frames_planned=job.frames_planned,

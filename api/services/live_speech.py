@@ -1,8 +1,10 @@
 """Streamed `pcm` and `wav` speech: the audio is sent as the worker generates it, not once the job is done.
 
-The response listens on the job's Redis channel for `audio` chunks and sends each one on (`SpeechTrack`
-decides which bytes are new; a segment whose chunks were missed is sent from its stored file once it is
-stored, which a `segment` event announces and every poll checks, so the body is always the whole track). The
+The response listens on the job's Redis channel for `audio` chunks and sends each one on, after what the segment
+generating made before it subscribed (`event_stream.audio_made_so_far`: a fast worker may publish its first chunks
+before the response listens); `SpeechTrack` decides which bytes are new; a segment whose chunks were missed is sent
+from its stored file once it is stored, which a `segment` event announces and every poll checks, so the body is
+always the whole track. The
 response starts with the first audio: until then a failure is still a 502, a cancel a 409 and a client that
 hangs up a cancelled job, as without streaming.
 
@@ -28,16 +30,16 @@ from starlette.types import Send
 from api.deps import ApiServices, Caller
 from api.errors import ApiError, Conflict
 from api.schemas import SpeechRequest
-from api.services.event_stream import POLL_SECONDS, JobSubscription, read_job_view
+from api.services.event_stream import POLL_SECONDS, JobSubscription, audio_made_so_far, read_job_view
 from api.services.speech import ClientGone, GenerationFailed, cancel_speech, speech_script, submit_speech
 from api.services.speech_track import SpeechTrack
+from core.audio_rates import SAMPLE_RATE
 from core.job_events import AudioEvent, SegmentEvent, StateEvent
-from core.models import FINAL_STATES, JobState
+from core.job_states import FINAL_STATES, JobState
 from core.pcm import streaming_wav_header
 from core.storage import read_segment_audio
-from pipeline.plan import plan_script
-from pipeline.script import parse_script
-from tokenizer.rates import SAMPLE_RATE
+from script_text.parser import parse_script
+from script_text.plan import plan_script
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +93,8 @@ class LiveSpeech:
     async def _pieces(self) -> AsyncIterator[bytes]:
         """New bytes of the track after every event or poll (often none), to the end of the track."""
         await self.subscription.open()
+        async for chunk in audio_made_so_far(self.services, self.job_id):  # before this listened: nothing is missed
+            yield self.track.from_chunk(chunk)
         last_read = time.monotonic()
         while True:
             event = await self.subscription.next_event(POLL_SECONDS)

@@ -22,9 +22,9 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ApiServices
 from api.services.admin import broker_depth
 from api.services.worker_report import RedisUnavailable, announced_workers
-from core.models import Job, JobState, ScriptJob, utc_now
+from core.job_states import QUEUE_KINDS, JobState
+from core.models import Job, ScriptJob, utc_now
 from core.worker_presence import SupervisedWorker, WorkerStatus
-from workers.celery_app import QUEUE_KINDS
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,29 @@ def _engine_metrics(workers: list[WorkerStatus]) -> Iterator[Metric]:
         "kv_blocks_in_use": GaugeMetricFamily(
             "voxcast_engine_kv_blocks_in_use", "K/V blocks held by generations", labels=["worker"]
         ),
+        "frames_per_second": GaugeMetricFamily(
+            "voxcast_engine_frames_per_second", "Frames the worker's engine made a second lately", labels=["worker"]
+        ),
+    }
+    steps = GaugeMetricFamily(
+        "voxcast_engine_step_info",
+        "How the worker's engine decodes (graphs, fixed or eager) and why, one line (always 1)",
+        labels=["worker", "step_mode", "reason"],
+    )
+    optional = {
+        "cuda_graphs": GaugeMetricFamily(
+            "voxcast_engine_cuda_graphs", "Decode-step CUDA graphs the worker's engine holds", labels=["worker"]
+        ),
+        "warm_up_seconds": GaugeMetricFamily(
+            "voxcast_engine_warm_up_seconds",
+            "Seconds the worker's engine spent capturing graphs and checking its fast path before serving",
+            labels=["worker"],
+        ),
+        "kv_read_ratio": GaugeMetricFamily(
+            "voxcast_engine_kv_read_ratio",
+            "K/V entries attention read per entry its rows could see, since the worker started",
+            labels=["worker"],
+        ),
     }
     preemptions = CounterMetricFamily(
         "voxcast_engine_preemptions", "Generations preempted (and replayed) since the worker started", labels=["worker"]
@@ -180,6 +203,12 @@ def _engine_metrics(workers: list[WorkerStatus]) -> Iterator[Metric]:
         for field, family in gauges.items():
             family.add_metric([worker.name], getattr(worker, field))
         preemptions.add_metric([worker.name], worker.preemptions)
+        steps.add_metric([worker.name, worker.step_mode, worker.step_mode_reason], 1)
+        for field, family in optional.items():
+            if (value := getattr(worker, field)) is not None:
+                family.add_metric([worker.name], value)
     yield info
     yield from gauges.values()
+    yield steps
+    yield from optional.values()
     yield preemptions

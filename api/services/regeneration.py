@@ -31,18 +31,18 @@ from api.schemas import (
     RegenerationView,
     TurnRegeneration,
 )
-from api.services.job_limits import GenerationLimits, check_audio_minutes, check_generation_lengths
+from api.services.job_limits import GenerationLimits, check_generation_lengths, planned_within_minutes
 from api.services.jobs import job_view, owned_job
 from api.services.revisions import removed_message, start_revision
 from api.services.takes import set_aside
 from core.file_store import FileStore
 from core.job_scripts import read_script, script_path, write_script
-from core.models import Job, JobSegment, JobState
+from core.job_states import JobState, QueueKind
+from core.models import Job, JobSegment
 from core.storage import JobFolder
-from pipeline.drafting.replies import script_to_text
-from pipeline.plan import Mode, Plan, plan_script, segment_seed
-from pipeline.script import Script, ScriptError, Turn, nothing_to_say, parse_script
-from workers.celery_app import QueueKind
+from script_text.drafting.replies import script_to_text
+from script_text.parser import Script, ScriptError, Turn, nothing_to_say, parse_script
+from script_text.plan import Mode, Plan, plan_script, segment_seed
 from workers.regeneration import enqueue_regeneration
 
 logger = logging.getLogger(__name__)
@@ -78,11 +78,15 @@ def _check(
     if change.text is not None:
         script_text = script_to_text(_with_turn_text(script, turn, _one_turn_text(change.text)))
         script = parse_script(script_text)
-    segments = _segments_holding(job, current_text, script_text, turn)
-    if change.text is not None:
-        plan = plan_script(script, cast(Mode, job.mode), max_segment_seconds=job.generation["max_segment_seconds"])
-        check_audio_minutes(plan, services.settings.max_job_audio_minutes, "text")
+        plan = planned_within_minutes(
+            script,
+            cast(Mode, job.mode),
+            job.generation["max_segment_seconds"],
+            services.settings.max_job_audio_minutes,
+            "text",
+        )
         check_generation_lengths(plan, _voice_seconds(files, folder, len(plan.speakers)), limits, "text")
+    segments = _segments_holding(job, current_text, script_text, turn)
     return _Checked(script, script_text, segments)
 
 
@@ -227,16 +231,13 @@ def _segments_holding(job: Job, current_text: str, new_text: str, turn: int) -> 
     """The segments that hold `turn` in the job's plan of `new_text`: index -> the hash of its words.
 
     422 when the new text changes how the script divides into segments (a `turns`-mode turn grown past the
-    length at which it is cut, or an episode over the length limit): the stored segments would no longer
-    line up with the plan.
+    length at which it is cut): the stored segments would no longer line up with the plan. `new_text` is
+    within the length limit (`_check` refused it otherwise).
     """
     mode = cast(Mode, job.mode)
     max_segment_seconds = float(job.generation["max_segment_seconds"])
     before = plan_script(parse_script(current_text), mode, max_segment_seconds=max_segment_seconds)
-    try:
-        after = plan_script(parse_script(new_text), mode, max_segment_seconds=max_segment_seconds)
-    except ScriptError as error:
-        raise _text_problem(error.message) from error
+    after = plan_script(parse_script(new_text), mode, max_segment_seconds=max_segment_seconds)
     if _layout(after) != _layout(before):
         raise _text_problem(
             f"the new text would be generated in {_pieces(after, turn)} pieces instead of {_pieces(before, turn)} "

@@ -7,7 +7,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from api.errors import Conflict
-from core.models import Job, JobSegment, JobState, SegmentState, utc_now
+from core.job_states import JobState, SegmentState
+from core.models import Job, JobSegment, utc_now
 
 
 def removed_message(job: Job) -> str:

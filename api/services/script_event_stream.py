@@ -21,11 +21,12 @@ from fastapi.sse import format_sse_event
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices, Caller
+from api.errors import NotFound
 from api.schemas import ScriptAttemptView, ScriptView
 from api.services.channel_subscription import ChannelSubscription
 from api.services.script_jobs import owned_script, script_view
 from core.job_events import script_channel
-from core.models import FINAL_STATES
+from core.job_states import FINAL_STATES
 
 POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
@@ -38,7 +39,7 @@ def read_script_view(services: ApiServices, caller: Caller, script_id: str) -> S
 
 
 async def script_event_stream(services: ApiServices, caller: Caller, script_id: str) -> AsyncIterator[bytes]:
-    """The job's events until its final state."""
+    """The job's events until its final state (or until it is deleted)."""
     namespace = services.settings.redis_namespace
     subscription = ChannelSubscription(services.redis, script_channel(namespace, script_id), "script events")
     await subscription.open()
@@ -48,7 +49,10 @@ async def script_event_stream(services: ApiServices, caller: Caller, script_id: 
         last_sent = time.monotonic()
         while view.state not in FINAL_STATES:
             await _wait(subscription)
-            previous, view = view, await run_in_threadpool(read_script_view, services, caller, script_id)
+            try:
+                previous, view = view, await run_in_threadpool(read_script_view, services, caller, script_id)
+            except NotFound:  # deleted meanwhile: the stream ends, as it does at a final state
+                return
             for attempt in _changed_attempts(previous.attempts, view.attempts):
                 yield format_sse_event(data_str=attempt.model_dump_json(), event="attempt")
                 last_sent = time.monotonic()

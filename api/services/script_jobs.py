@@ -1,6 +1,6 @@
 """Script jobs: check a draft or clean-up request, answer the deterministic ones at once, queue the rest.
 
-Every rule on the input is the drafting stage's own (`pipeline.drafting`): hosts, names, minutes, tone,
+Every rule on the input is the drafting stage's own (`script_text.drafting`): hosts, names, minutes, tone,
 material length, transcript length for the model. A transcript that the parser reads as sent, or after the
 deterministic clean-up, needs no model: it is answered in the request, stored as done (201). Anything
 else is stored as queued and sent to the scripts queue (202); a broker that does not take the message
@@ -18,14 +18,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
-from api.errors import Conflict, InvalidInput, NotFound, Problem
+from api.errors import Conflict, InvalidInput, Problem
 from api.schemas import ScriptAttemptView, ScriptDraftCreate, ScriptNormaliseCreate, ScriptView
 from api.services.cancellation import request_cancel
 from api.services.job_limits import check_in_flight
+from api.services.ownership import owned_row
 from api.services.worker_report import RedisUnavailable
-from core.models import FINAL_STATES, JobState, ScriptJob, utc_now
+from core.job_states import FINAL_STATES, JobState
+from core.models import ScriptJob, utc_now
 from core.storage import new_id
-from pipeline.drafting import (
+from script_text.drafting import (
     ChatModel,
     DraftedScript,
     DraftInputError,
@@ -34,8 +36,8 @@ from pipeline.drafting import (
     default_host_names,
     normalise_transcript,
 )
-from pipeline.drafting.jobs import DEFAULT_TONE, check_source_text
-from pipeline.script import parse_script
+from script_text.drafting.jobs import DEFAULT_TONE, check_source_text
+from script_text.parser import parse_script
 from workers.celery_app import enqueue_script
 
 logger = logging.getLogger(__name__)
@@ -100,10 +102,7 @@ def submit_script(
 
 def owned_script(session: Session, caller: Caller, script_id: str) -> ScriptJob:
     """The script job if this key may see it (its own, or any for an admin); otherwise NotFound, as if absent."""
-    job = session.get(ScriptJob, script_id)
-    if job is None or not (caller.is_admin or job.owner_id == caller.key_id):
-        raise NotFound(f"no script job {script_id}")
-    return job
+    return owned_row(session, caller, ScriptJob, script_id, f"no script job {script_id}")
 
 
 def list_scripts(session: Session, caller: Caller, *, state: str | None, limit: int, offset: int) -> list[ScriptView]:
@@ -158,6 +157,7 @@ def script_view(job: ScriptJob) -> ScriptView:
         notes=list(job.notes),
         error=job.error,
         cancel_requested=job.cancel_requested,
+        handbacks=job.handbacks,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -208,7 +208,13 @@ def _checked_text(text: str, field: str, max_chars: int | None) -> str:
     """Notes or a transcript: printable text within its length (422 naming the field and what to do)."""
     if max_chars is not None and len(text) > max_chars:
         raise InvalidInput(
-            [Problem(field, f"the {field} is {len(text):,} characters; at most {max_chars:,} are allowed: split it")]
+            [
+                Problem(
+                    field,
+                    f"the {field} is {len(text):,} characters; at most {max_chars:,} are allowed "
+                    "(VOXCAST_MAX_SCRIPT_CHARS): split it",
+                )
+            ]
         )
     if bad := _CONTROL.search(text):
         line = text.count("\n", 0, bad.start()) + 1

@@ -15,15 +15,16 @@ from starlette.datastructures import UploadFile
 
 from api.errors import InvalidInput, Problem
 from api.schemas import ScriptCreate, ScriptDraftCreate, ScriptNormaliseCreate, ScriptOptions
-from api.services.submissions import MAX_TEXT_PART_BYTES, UnsupportedMediaType, read_text_part, validation_error
+from api.services.submissions import UnsupportedMediaType, read_text_part, text_form, validation_error
 
 _CREATE = TypeAdapter(ScriptCreate)
 _OPTIONS = TypeAdapter(ScriptOptions)
 _TEXT_PART = {"draft": "material", "normalise": "transcript"}
 
 
-async def read_script_request(request: Request) -> ScriptDraftCreate | ScriptNormaliseCreate:
-    """The request, valid in shape (its text and options are checked by the drafting stage's rules later)."""
+async def read_script_request(request: Request, max_text_chars: int) -> ScriptDraftCreate | ScriptNormaliseCreate:
+    """The request, valid in shape (its text and options are checked by the drafting stage's rules later);
+    `max_text_chars` (`VOXCAST_MAX_SCRIPT_CHARS`) is named when a text part is too large to read."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
         try:
@@ -31,10 +32,10 @@ async def read_script_request(request: Request) -> ScriptDraftCreate | ScriptNor
         except ValidationError as error:
             raise _naming_the_task(validation_error(error, prefix=("body",))) from error
     if content_type == "multipart/form-data":
-        async with request.form(max_files=1, max_fields=4, max_part_size=MAX_TEXT_PART_BYTES) as form:
+        async with text_form(request, 1, 4, max_text_chars) as form:
             options = _options(form.get("options"))
             part = _TEXT_PART[options.task]
-            text = await read_text_part(form.get(part), part, MAX_TEXT_PART_BYTES, what=f"the {part}")
+            text = await read_text_part(form.get(part), part, max_text_chars, what=f"the {part}")
         created = ScriptDraftCreate if options.task == "draft" else ScriptNormaliseCreate
         return created.model_validate({**options.model_dump(), part: text})
     raise UnsupportedMediaType(

@@ -39,8 +39,9 @@ from api.services.jobs import JobSubmission, cancel_job, submit_job
 from core.audio_formats import AUDIO_FORMATS
 from core.file_store import FileStore
 from core.job_events import JOB_EVENT, StateEvent, job_channel
-from core.models import FINAL_STATES, JobState, Voice
-from pipeline.script import nothing_to_say
+from core.job_states import FINAL_STATES, JobState
+from core.models import Voice
+from script_text.parser import nothing_to_say
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +242,6 @@ def cancel_speech(services: ApiServices, caller: Caller, job_id: str) -> None:
     """Cancel the speech job nobody waits for any more, unless it has already finished."""
     with services.database.session() as session:
         try:
-            cancel_job(session, caller, job_id)
+            cancel_job(services, session, caller, job_id)
         except Conflict:  # it finished in the meantime: nothing to stop
             pass

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.audio_rates import SAMPLE_RATE
 from core.job_events import AudioEvent
 from core.pcm import PCM_BYTES_PER_SAMPLE, to_pcm16
-from pipeline.plan import Segment, Silence
-from tokenizer.rates import SAMPLE_RATE
+from script_text.plan import Segment, Silence
 
 
 class SpeechTrack:

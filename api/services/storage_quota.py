@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 from api.deps import ApiServices, Caller
 from api.errors import StorageQuotaExceeded
 from api.schemas import UsageView
+from core.byte_sizes import megabytes
 from core.models import ApiKey
-from core.storage_usage import KeyUsage, key_usage, megabytes
+from core.storage_usage import KeyUsage, key_usage
 
 
 def check_storage_quota(session: Session, services: ApiServices, caller: Caller, adding: int, what: str) -> None:

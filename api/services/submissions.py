@@ -13,16 +13,19 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 
-from api.errors import ApiError, InvalidInput, Problem
+from api.errors import ApiError, ContentTooLarge, InvalidInput, Problem
 from api.schemas import JobCreate, JobOptions
 from api.services.jobs import JobSubmission
-from pipeline.script import MAX_SCRIPT_CHARS
+from script_text.parser import MAX_SCRIPT_CHARS
 
 VOICE_PART_PREFIX = "voice."
 MAX_SPEAKER_FILES = 4
 MAX_TEXT_PART_BYTES = MAX_SCRIPT_CHARS * 4  # UTF-8 needs up to 4 bytes a character
+# How Starlette refuses a text field over `max_part_size` (a 400 without the field's name).
+_STARLETTE_PART_TOO_LARGE = "Part exceeded maximum size"
 
 
 class UnsupportedMediaType(ApiError):
@@ -30,15 +33,17 @@ class UnsupportedMediaType(ApiError):
 
 
 @contextlib.asynccontextmanager
-async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
-    """The submission, valid in shape (the script itself is checked later); uploads closed afterwards."""
+async def read_submission(request: Request, max_script_chars: int) -> AsyncIterator[JobSubmission]:
+    """The submission, valid in shape (the script itself is checked later); uploads closed afterwards.
+
+    `max_script_chars` (`VOXCAST_MAX_SCRIPT_CHARS`) is only named here, in the refusal of a script part too large
+    to read; the script's length in characters is checked with the rest of it.
+    """
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
         yield _from_json(await request.body())
     elif content_type == "multipart/form-data":
-        async with request.form(
-            max_files=MAX_SPEAKER_FILES + 1, max_fields=8, max_part_size=MAX_TEXT_PART_BYTES
-        ) as form:
+        async with text_form(request, MAX_SPEAKER_FILES + 1, 8, max_script_chars) as form:
             script = form.get("script")
             options = form.get("options")
             uploads = {
@@ -51,7 +56,7 @@ async def read_submission(request: Request) -> AsyncIterator[JobSubmission]:
                     [Problem("script", "a job needs a script: a 'script' file or text field", kind="missing")]
                 )
             yield JobSubmission(
-                script=await read_text_part(script, "script", MAX_TEXT_PART_BYTES, what="the script file"),
+                script=await read_text_part(script, "script", max_script_chars, what="the script file"),
                 options=_options(options),
                 uploads=uploads,
             )
@@ -70,23 +75,54 @@ def _from_json(body: bytes) -> JobSubmission:
     return JobSubmission(script=job.script, options=options, uploads={})
 
 
-async def read_text_part(part: UploadFile | str | None, field: str, max_bytes: int, *, what: str) -> str:
-    """A form part holding text, as a file (UTF-8, a BOM allowed) or a field; 422 naming `field` otherwise."""
+@contextlib.asynccontextmanager
+async def text_form(request: Request, max_files: int, max_fields: int, max_chars: int) -> AsyncIterator[FormData]:
+    """The request's multipart form, whose text fields may each hold `MAX_TEXT_PART_BYTES`; closed afterwards.
+
+    A text field over that is refused while the form is read: 413 naming `VOXCAST_MAX_SCRIPT_CHARS` (`max_chars`,
+    the longest text a form carries), where Starlette would answer a bare 400.
+    """
+    try:
+        form = await request.form(max_files=max_files, max_fields=max_fields, max_part_size=MAX_TEXT_PART_BYTES)
+    except HTTPException as error:
+        if error.status_code == 400 and str(error.detail).startswith(_STARLETTE_PART_TOO_LARGE):
+            raise ContentTooLarge(_too_large("a text field of the form", max_chars)) from error
+        raise
+    try:
+        yield form
+    finally:
+        await form.close()
+
+
+async def read_text_part(part: UploadFile | str | None, field: str, max_chars: int, *, what: str) -> str:
+    """A form part holding text, as a file (UTF-8, a BOM allowed) or a field; 422 naming `field` otherwise.
+
+    A file is read up to `MAX_TEXT_PART_BYTES`, what `text_form` allows a field: more is refused naming
+    `VOXCAST_MAX_SCRIPT_CHARS` (`max_chars`).
+    """
     if part is None:
         raise InvalidInput(
             [Problem(field, f"{what} is missing: send it as a {field!r} file or text field", kind="missing")]
         )
     if isinstance(part, str):
         return part
-    data = await part.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise InvalidInput([Problem(field, f"{what} is over {max_bytes:,} bytes")])
+    data = await part.read(MAX_TEXT_PART_BYTES + 1)
+    if len(data) > MAX_TEXT_PART_BYTES:
+        raise InvalidInput([Problem(field, _too_large(what, max_chars))])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise InvalidInput(
             [Problem(field, f"{what} is not UTF-8 text (byte {error.start}); save it as UTF-8")]
         ) from error
+
+
+def _too_large(what: str, max_chars: int) -> str:
+    # Past 4 bytes a character, the text is longer than MAX_SCRIPT_CHARS, the most the setting may be.
+    return (
+        f"{what} is over {MAX_TEXT_PART_BYTES:,} bytes: longer than the {max_chars:,} characters this server takes "
+        "(VOXCAST_MAX_SCRIPT_CHARS)"
+    )
 
 
 def _options(part: UploadFile | str | None) -> JobOptions:

@@ -29,9 +29,9 @@ from api.schemas import JobView
 from api.services.jobs import job_view, owned_job
 from api.services.revisions import start_revision
 from core.job_scripts import read_script, script_path, write_script
-from core.models import Job, JobSegment, JobState, SegmentState
+from core.job_states import JobState, QueueKind, SegmentState
+from core.models import Job, JobSegment
 from core.storage import DataFolder, atomic_write
-from workers.celery_app import QueueKind
 from workers.regeneration import enqueue_regeneration
 
 logger = logging.getLogger(__name__)

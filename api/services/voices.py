@@ -9,15 +9,15 @@ import tempfile
 import unicodedata
 from pathlib import Path, PurePosixPath
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
-from api.body_limits import byte_size
 from api.deps import ApiServices, Caller
 from api.errors import ContentTooLarge, InvalidInput, NotFound, Problem
 from api.schemas import VoiceView
+from api.services.ownership import owned_row, visible_rows
 from api.services.storage_quota import check_storage_quota
+from core.byte_sizes import byte_size
 from core.models import Voice
 from core.storage import atomic_write, new_id, write_audio
 from tokenizer.voice_prompt import VoicePrompt, VoicePromptError, load_voice_prompt
@@ -105,17 +105,11 @@ def create_voice(services: ApiServices, session: Session, caller: Caller, name: 
 
 def owned_voice(session: Session, caller: Caller, voice_id: str) -> Voice:
     """The voice if this key may see it (its own, or any for an admin); otherwise NotFound."""
-    voice = session.get(Voice, voice_id)
-    if voice is None or not (caller.is_admin or voice.owner_id == caller.key_id):
-        raise NotFound(f"no voice {voice_id}")
-    return voice
+    return owned_row(session, caller, Voice, voice_id, f"no voice {voice_id}")
 
 
 def list_voices(session: Session, caller: Caller) -> list[Voice]:
-    query = select(Voice).order_by(Voice.created_at)
-    if not caller.is_admin:
-        query = query.where(Voice.owner_id == caller.key_id)
-    return list(session.scalars(query))
+    return visible_rows(session, caller, Voice, Voice.created_at)
 
 
 def rename_voice(session: Session, caller: Caller, voice_id: str, name: str) -> Voice:

@@ -14,7 +14,8 @@ from api.deps import ApiServices
 from api.errors import ApiError
 from api.schemas import WorkerList, WorkerView
 from api.services.job_limits import GenerationLimits
-from core.models import Job, JobState
+from core.job_states import JobState
+from core.models import Job
 from core.worker_presence import WorkerStatus, worker_key_pattern
 
 

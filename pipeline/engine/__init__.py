@@ -1,16 +1,7 @@
-"""The serving engine: request slots, a scheduler and a batched model runner (see engine.py)."""
+"""The serving engine: requests and their events (`requests`), the scheduler's policies (`scheduler`, pure Python), the
+K/V block books (`kv_blocks`, pure Python), the engine's loop (`engine`), the runner's tensors (`runner`,
+`paged_kv`, `frame_step`, `fixed_decoder`) and the one place joining them (`factory`).
 
-from pipeline.engine.engine import Engine, EngineConfig, StepTiming
-from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, PromptInputs, Replay, RequestHandle
-
-__all__ = [
-    "Engine",
-    "EngineConfig",
-    "EngineEvent",
-    "EventKind",
-    "GenerationRequest",
-    "PromptInputs",
-    "Replay",
-    "RequestHandle",
-    "StepTiming",
-]
+Import from the module that defines a name: this package imports nothing, so the scheduler and the block books load
+without torch.
+"""

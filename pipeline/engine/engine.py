@@ -3,15 +3,16 @@
 The engine owns every request's life: it queues it, admits it when a row and K/V blocks are free (in the
 order `scheduler.admission_order` gives), grows its blocks a step at a time, preempts it when the pool
 runs dry (and replays it later, exactly), cancels, fails and finishes it, and turns the runner's outcomes
-into events. The runner (passed in: `ModelRunner`, or any object honouring `step_records`) only computes:
-each step the engine hands it a `StepInput` built from the requests' state and gets plain `RowOutcome`s
-back.
+into events. The runner (passed in: `ModelRunner`, which `pipeline.engine.factory` builds beside the engine,
+or any object honouring `step_records`) only computes: each step the engine hands it a `StepInput` built from
+the requests' state and gets plain `RowOutcome`s back.
 
 The engine is driven either by a caller (`step()` / `run_until_idle()`, as tests and the CLI do) or by its
 own background thread (`start()`), as a worker does; `submit()` and `cancel()` are safe from any thread.
 If the loop itself fails (a bug, not a request's error), every request still waiting or running fails with
-the reason and the engine is dead: `wait()` returns, `dead` says why, and new requests fail at once, so a
-worker can exit and be restarted instead of hanging its jobs. It knows nothing of HTTP, queues or databases.
+the reason and the engine is dead: `next_events()` hands over their final events, `dead` says why, and new
+requests fail at once, so a worker can exit and be restarted instead of hanging its jobs. It knows nothing of
+HTTP, queues or databases.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 from pipeline.engine.kv_blocks import NULL_BLOCK, BlockPool, PoolExhausted
 from pipeline.engine.requests import (
-    FINAL_EVENTS,
     EngineEvent,
     EventKind,
     GenerationRequest,
@@ -38,7 +38,6 @@ from pipeline.engine.requests import (
     RequestHandle,
     RequestState,
 )
-from pipeline.engine.runner import ModelRunner, RunnerConfig
 from pipeline.engine.scheduler import (
     INTERACTIVE_SLOWDOWN,
     POLICIES,
@@ -52,14 +51,19 @@ from pipeline.engine.scheduler import (
 )
 from pipeline.engine.step_records import (
     DecodeRow,
+    FastPath,
     FrameInputs,
+    KeyReads,
     PrefillChunk,
     RequestStart,
     RowOutcome,
     RunnerSpec,
     StepInput,
+    WarmUpReport,
 )
-from pipeline.model_loading import LoadedModel
+
+if TYPE_CHECKING:
+    from models.loading import LoadedModel
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +77,12 @@ class Runner(Protocol):
 
     @property
     def unread(self) -> frozenset[int]: ...
+
+    @property
+    def fast_path(self) -> FastPath: ...
+
+    @property
+    def key_reads(self) -> KeyReads: ...
 
     def overlaps(self, diffusion_steps: set[int]) -> bool: ...
 
@@ -102,6 +112,7 @@ class EngineConfig:
     fixed_shapes: bool | None = None
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
     overlap: bool = True  # read a fixed-shape step back while the next one runs
+    max_graphs: int = 64  # decode-step CUDA graphs held at once (warm-up captures at most this many)
     # Online: a step holding interactive work takes at most this many times what its interactive rows alone take
     # (batch rows beyond that sit the step out); see `OnlinePolicy`.
     interactive_slowdown: float = INTERACTIVE_SLOWDOWN
@@ -141,6 +152,9 @@ class EngineLoad:
     block_size: int
     longest_generation: int  # tokens (prompt and generated) one request can reach: context and pool allowing
     preemptions: int  # since the engine started
+    fast_path: FastPath  # which decode step runs, and why
+    key_reads: KeyReads  # K/V entries attention read against those its rows could see, since the start
+    warm_up_seconds: float | None  # capturing graphs and checking the fast path (None: not prepared to serve)
 
 
 class Engine:
@@ -166,6 +180,7 @@ class Engine:
         self.stopping = False
         self.dead: str | None = None  # why the loop died, once it has
         self.preemptions = 0
+        self.warm_up_report: WarmUpReport | None = None  # set by `warm_up.prepare_to_serve`
         self._admissions = itertools.count(1)
         self._step_listeners: list[StepListener] = []
         logger.info(
@@ -177,21 +192,6 @@ class Engine:
                 "policy": self.config.policy,
             },
         )
-
-    @classmethod
-    def for_model(cls, loaded: LoadedModel, config: EngineConfig | None = None) -> Engine:
-        """An engine with a `ModelRunner` for `loaded`, sized by `config`."""
-        config = config or EngineConfig()
-        runner_config = RunnerConfig(
-            rows=config.slots,
-            block_size=config.block_size,
-            kv_memory=config.kv_memory,
-            kv_blocks=config.kv_blocks,
-            fixed_shapes=config.fixed_shapes,
-            cuda_graphs=config.cuda_graphs,
-            overlap=config.overlap,
-        )
-        return cls(ModelRunner(loaded, runner_config), config, loaded)
 
     # --- the caller's side ------------------------------------------------------------------------------------
 
@@ -286,6 +286,9 @@ class Engine:
             block_size=self.spec.block_size,
             longest_generation=self.longest_generation,
             preemptions=self.preemptions,
+            fast_path=self.runner.fast_path,
+            key_reads=self.runner.key_reads,
+            warm_up_seconds=None if self.warm_up_report is None else self.warm_up_report.seconds,
         )
 
     def on_step(self, listener: StepListener) -> None:
@@ -293,23 +296,20 @@ class Engine:
         raise (a worker's metrics are one)."""
         self._step_listeners.append(listener)
 
-    def wait(self, handles: Sequence[RequestHandle], on_event: Callable[[EngineEvent], None]) -> None:
-        """Pass every event of `handles` to `on_event` until each has had its final one.
+    def next_events(self, handles: Sequence[RequestHandle], timeout: float) -> list[EngineEvent]:
+        """The events of `handles` since the last call (each handle's in order).
 
-        With the background thread running this only waits; otherwise it steps the engine itself, so a
-        caller without a thread (the CLI, tests) drives generation and sees progress as it happens.
+        With the background thread running this waits up to `timeout` seconds for the first handle's next event
+        (put the one likeliest to step first); otherwise it steps the engine once itself, so a caller without a
+        thread (the CLI, tests) drives generation and sees progress as it happens. Raises RuntimeError when
+        nothing steps and no event comes: a request that can never end.
         """
-        pending = {handle.request_id: handle for handle in handles}
-        while pending:
-            stepped = self.thread is None and self.step()
-            wait_seconds = 0.0 if self.thread is None else 0.05
-            for request_id, handle in list(pending.items()):
-                for event in handle.drain(wait_seconds if request_id == next(iter(pending)) else 0.0):
-                    on_event(event)
-                    if event.kind in FINAL_EVENTS:
-                        del pending[request_id]
-            if self.thread is None and not stepped and pending:
-                raise RuntimeError(f"engine is idle but requests {sorted(pending)} never finished")
+        stepped = self.thread is None and self.step()
+        first_wait = 0.0 if self.thread is None else timeout
+        events = [event for i, handle in enumerate(handles) for event in handle.drain(first_wait if i == 0 else 0.0)]
+        if self.thread is None and not stepped and not events and handles:
+            raise RuntimeError(f"engine is idle but requests {[h.request_id for h in handles]} never finished")
+        return events
 
     def run_until_idle(self) -> None:
         while self.step():
@@ -435,7 +435,7 @@ class Engine:
         """Blocks a request needs to be admitted: its whole prompt (and replay), and its visible negative entries."""
         prefill = state.request.prompt.length + max(0, len(state.tokens) - 1)
         frames, visible_from = self._negative_after(state.tokens)
-        negative = self.pool.blocks_for(frames + 1) - max(0, visible_from // self.spec.block_size - 1)
+        negative = self.pool.blocks_for(frames + 1) - visible_from // self.spec.block_size
         return self.pool.blocks_for(prefill + 1) + negative
 
     def _blocks_alone(self, prompt_tokens: int, max_new_tokens: int) -> int:
@@ -461,9 +461,7 @@ class Engine:
         frames, visible_from = self._negative_after(state.tokens)
         state.negative.length = frames
         state.negative.visible_from = visible_from
-        hidden = visible_from // self.spec.block_size  # blocks wholly hidden: none held, but the first's
-        if hidden > 0:
-            state.negative.table.extend([*self.pool.take(1), *[NULL_BLOCK] * (hidden - 1)])
+        state.negative.table.extend([NULL_BLOCK] * (visible_from // self.spec.block_size))  # wholly hidden: none held
         state.negative.grow(self.pool, frames + 1)
         state.positive.grow(self.pool, state.request.prompt.length + max(0, len(state.tokens) - 1) + 1)
         state.prefill_length = state.request.prompt.length + max(0, len(state.tokens) - 1)

@@ -15,27 +15,63 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from pipeline.engine.frame_step import (
     CapturedSteps,
+    ChunkPlan,
     FrameStepInputs,
     FrameStepKey,
     FrameStepOutputs,
     RowInputs,
     batch_buckets,
     bucket_for,
-    key_length_bucket,
-    key_length_buckets,
+    chunk_count_bucket,
 )
-from pipeline.engine.kv_blocks import CacheSpan
-from pipeline.engine.paged_kv import paged_view
-from pipeline.engine.step_records import DecodeRow, RowOutcome
+from pipeline.engine.memory_plan import StepMemory
+from pipeline.engine.paged_kv import CHUNK_KEYS, PagedKVPool, PagedView, chunked_view, chunks_for, plan_chunks
+from pipeline.engine.step_records import DecodeRow, KeyReads, RowOutcome, RunnerSpec
 
-if TYPE_CHECKING:
-    from pipeline.engine.runner import ModelRunner
+
+@dataclass(frozen=True)
+class SpeechTokens:
+    """The token ids the step acts on: the one that makes a frame, and those that start and end speech."""
+
+    frame: int
+    speech_start: int
+    speech_end: int
+
+
+class FrameStepModel(Protocol):
+    """What the fixed-shape step needs of the model runner (`runner.ModelRunner` is one): where it runs, its K/V pool,
+    the model's parts as batched functions, and the two pieces of row state the eager step shares with it: each
+    row's next input (`next_embeds`, which a step writes for the rows it decodes) and who holds each row now
+    (`row_owner`, read to drop a step read back after its request left)."""
+
+    device: torch.device
+    dtype: torch.dtype
+    pool: PagedKVPool
+    spec: RunnerSpec
+    next_embeds: torch.Tensor  # [rows, 1, hidden]
+    row_owner: list[int | None]
+
+    def language_model(self, embeds: torch.Tensor, view: PagedView) -> torch.Tensor: ...
+
+    def choose_token_ids(self, hidden: torch.Tensor) -> torch.Tensor: ...
+
+    def sample_frames(
+        self, positive: torch.Tensor, negative: torch.Tensor, noise: torch.Tensor, guidance: torch.Tensor, steps: int
+    ) -> torch.Tensor: ...
+
+    def stream_frames(
+        self, latents: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def end_speech_where(self, rows: torch.Tensor, ends_speech: torch.Tensor) -> None: ...
+
+    def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -50,20 +86,38 @@ class _Launched:
 
 
 class FixedDecoder:
-    def __init__(self, runner: ModelRunner, rows: int, hidden: int, *, cuda_graphs: bool, overlap: bool) -> None:
+    """The decoding rows' step at fixed shapes (captured as CUDA graphs where it can), over a `FrameStepModel`."""
+
+    def __init__(
+        self,
+        runner: FrameStepModel,
+        tokens: SpeechTokens,
+        rows: int,
+        hidden: int,
+        *,
+        cuda_graphs: bool,
+        overlap: bool,
+        max_graphs: int,
+    ) -> None:
         self.runner = runner
+        self.tokens = tokens
         self.device = runner.device
         self.block_size = runner.pool.block_size
         self.buckets = batch_buckets(rows)
         # A row's table spans the model's context (and no request holds more blocks than the pool has).
         table_width = min(runner.pool.num_blocks, -(-runner.spec.max_context // self.block_size) + 1)
         self.columns = table_width * self.block_size
-        self.choosable = torch.tensor(runner.choosable_ids, device=self.device)
-        self.inputs = FrameStepInputs(rows, hidden, runner.latent_dim, table_width, self.device, runner.dtype)
+        # A branch's windows lie in the blocks its rows hold: no more chunks than the pool fills, plus a partial
+        # chunk a row.
+        pool_tokens = runner.pool.num_blocks * self.block_size
+        self.max_chunks = min(rows * chunks_for(self.columns), chunks_for(pool_tokens) + rows)
+        latent_dim = runner.spec.latent_dim
+        self.inputs = FrameStepInputs(rows, hidden, latent_dim, table_width, self.max_chunks, self.device, runner.dtype)
         enabled = cuda_graphs and self.device.type == "cuda"
-        self.captured = CapturedSteps(self.step, self.inputs, self.block_size, enabled=enabled)
+        self.captured = CapturedSteps(self.step, self.inputs, self.block_size, enabled=enabled, max_graphs=max_graphs)
         self.overlap = overlap
         self.in_flight: _Launched | None = None
+        self.key_reads = KeyReads()
 
     def unread(self) -> frozenset[int]:
         """Requests that decoded in the step in flight and still hold their row."""
@@ -84,36 +138,65 @@ class FixedDecoder:
         launched, self.in_flight = self.in_flight, None
         return self._read(launched) if launched is not None else []
 
+    def measure_step_memory(self, diffusion_steps: int) -> StepMemory:
+        """Run the step over every row (no row decoding) at two chunk counts and fit the CUDA memory it allocates
+        above what was allocated before: a GPU only, before the pool is sized (`memory_plan`)."""
+        rows = self.buckets[-1]
+        counts = (rows, self.max_chunks) if self.max_chunks > rows else (1, self.max_chunks)
+        peaks = []
+        with torch.inference_mode(), self.inputs.no_row_decoding(self.block_size):
+            self.step(FrameStepKey(rows, counts[0], counts[0], diffusion_steps))  # lazy state (codec streams) first
+            for chunks in counts:
+                torch.cuda.synchronize(self.device)
+                torch.cuda.reset_peak_memory_stats(self.device)
+                before = torch.cuda.memory_allocated(self.device)
+                self.step(FrameStepKey(rows, chunks, chunks, diffusion_steps))
+                torch.cuda.synchronize(self.device)
+                peaks.append(torch.cuda.max_memory_allocated(self.device) - before)
+        return StepMemory.from_two_runs(counts, (peaks[0], peaks[1]))
+
     def warm_up(self, diffusion_steps: int, max_keys: int) -> int:
-        """Capture a graph for every row bucket and pair of key buckets up to `max_keys` (the negative branch's
-        never above the positive's); harmless mid-serving."""
+        """Capture the graphs of typical steps before serving (harmless mid-serving); returns the graphs held.
+
+        For every row bucket: each row holding a positive window of 256, 1,024 or 4,096 keys (a prompt and what
+        follows it) and a negative one of 64, 256 or 1,024 (the frames since its speech start), up to `max_keys`,
+        smallest first, as many as the graph limit holds. Other shapes are captured on first use.
+        """
         if not self.captured.enabled:
             return 0
         with self.inputs.no_row_decoding(self.block_size):
-            buckets = key_length_buckets(max_keys, self.columns)
-            for rows in self.buckets:
-                for positive in buckets:
-                    for negative in (bucket for bucket in buckets if bucket <= positive):
-                        self.captured.run(FrameStepKey(rows, positive, negative, diffusion_steps))
+            for key in self.warm_up_keys(diffusion_steps, max_keys)[: self.captured.max_graphs]:
+                self.captured.run(key)
         return len(self.captured.graphs)
+
+    def warm_up_keys(self, diffusion_steps: int, max_keys: int) -> list[FrameStepKey]:
+        """The shapes `warm_up` captures, smallest first."""
+        keys: set[FrameStepKey] = set()
+        for rows in self.buckets:
+            for positive in (window for window in (256, 1024, 4096) if window <= max(max_keys, 256)):
+                for negative in (window for window in (64, 256, 1024) if window <= positive):
+                    counts = (
+                        chunk_count_bucket(min(rows * chunks_for(window), self.max_chunks), self.max_chunks)
+                        for window in (positive, negative)
+                    )
+                    keys.add(FrameStepKey(rows, *counts, diffusion_steps))
+        return sorted(keys, key=lambda key: (key.rows, key.positive_chunks, key.negative_chunks))
 
     def _launch(self, decode: tuple[DecodeRow, ...]) -> _Launched:
         runner = self.runner
         rows = bucket_for(max(row.row for row in decode) + 1, self.buckets)
-        positive_keys = max(row.positive.length + 1 for row in decode)
-        # One more negative entry than the host knows of, for a frame the step in flight may have made.
-        negative_keys = max(
-            row.frame.negative.length + 1 + row.frame.carried - _block_start(row.frame.negative, self.block_size)
-            for row in decode
-        )
-        key = FrameStepKey(
-            rows,
-            key_length_bucket(positive_keys, self.columns),
-            key_length_bucket(negative_keys, self.columns),
-            decode[0].frame.diffusion_steps,
-        )
+        positive = [(row.positive.visible_from, row.positive.length + 1) for row in decode]
+        # One more negative entry than the host knows of, for a frame the step in flight may have made (a speech
+        # start in flight only hides more: the step masks it).
+        negative = [
+            (row.frame.negative.visible_from, row.frame.negative.length + 1 + row.frame.carried) for row in decode
+        ]
+        plans = (self._chunk_plan(decode, positive), self._chunk_plan(decode, negative))
+        key = FrameStepKey(rows, plans[0].padded, plans[1].padded, decode[0].frame.diffusion_steps)
+        visible = sum(end - first for first, end in (*positive, *negative))
+        self.key_reads += KeyReads(read=(key.positive_chunks + key.negative_chunks) * CHUNK_KEYS, visible=visible)
         self.inputs.inputs[:rows] = runner.next_embeds[:rows]
-        self.inputs.fill(rows, {row.row: _row_inputs(row) for row in decode}, self.block_size)
+        self.inputs.fill(rows, {row.row: _row_inputs(row) for row in decode}, plans, self.block_size)
         step = self.captured.run(key)
         keep = self.inputs.decoding[:rows, None, None].bool()
         runner.next_embeds[:rows] = torch.where(keep, step.next_inputs, runner.next_embeds[:rows])
@@ -143,7 +226,7 @@ class FixedDecoder:
             if runner.row_owner[row.row] != row.request_id:
                 continue
             token = tokens[row.row]
-            if token == runner.audio_token_id:
+            if token == self.tokens.frame:
                 outcomes.append(
                     RowOutcome(row.request_id, token, audio[row.row].copy(), launched.latents[row.row].clone())
                 )
@@ -165,39 +248,39 @@ class FixedDecoder:
         noise = torch.where(unread_frame[:, None], inputs.noise[1, :rows], inputs.noise[0, :rows])
 
         embeds = inputs.inputs[:rows]
-        positive_view = paged_view(
-            runner.pool,
-            inputs.tables[0, :rows],
-            inputs.positive_positions[:rows],
-            1,
-            inputs.positive_visible_from[:rows],
-            key.positive_keys,
+        positive_view = self._view(
+            0, key.positive_chunks, inputs.positive_positions[:rows], inputs.positive_visible_from[:rows]
         )
         positive = runner.language_model(embeds, positive_view)
-        tokens = self.choose(positive)
-        makes_frame = (tokens == runner.audio_token_id) & decoding
-        negative_view = paged_view(
-            runner.pool, inputs.tables[1, :rows], negative_positions, 1, negative_visible_from, key.negative_keys
+        tokens = runner.choose_token_ids(positive)
+        makes_frame = (tokens == self.tokens.frame) & decoding
+        negative = runner.language_model(
+            embeds, self._view(1, key.negative_chunks, negative_positions, negative_visible_from)
         )
-        negative = runner.language_model(embeds, negative_view)
         latents = runner.sample_frames(positive, negative, noise, inputs.guidance[:rows], key.diffusion_steps)
         audio, frame_embeds = runner.stream_frames(latents.unsqueeze(1), inputs.row_index[:rows], keep=makes_frame)
-        runner.end_speech_where(inputs.row_index[:rows], (tokens == runner.audio_eos_token_id) & decoding)
+        runner.end_speech_where(inputs.row_index[:rows], (tokens == self.tokens.speech_end) & decoding)
         token_embeds = runner.token_embeddings(tokens).unsqueeze(1)
         next_inputs = torch.where(makes_frame[:, None, None], frame_embeds, token_embeds)
         inputs.previous[0, :rows] = makes_frame
-        inputs.previous[1, :rows] = (tokens == runner.audio_bos_token_id) & decoding
+        inputs.previous[1, :rows] = (tokens == self.tokens.speech_start) & decoding
         return FrameStepOutputs(tokens, audio.reshape(rows, -1), latents, next_inputs)
 
-    def choose(self, positive: torch.Tensor) -> torch.Tensor:
-        """Each row's token, on the device: the best scored of the few VibeVoice may emit."""
-        scores = positive.to(self.runner.choosable_head.dtype) @ self.runner.choosable_head.T
-        return self.choosable[scores.float().argmax(dim=-1)]
+    def _view(self, branch: int, chunks: int, positions: torch.Tensor, visible_from: torch.Tensor) -> PagedView:
+        """Branch `branch`'s view of the step's rows, its key chunks as the host filled them (`chunks` of them)."""
+        rows = len(positions)
+        chunk_rows, chunk_starts, chunk_valid = self.inputs.chunks[branch, :, :chunks]
+        tables = self.inputs.tables[branch, :rows]
+        reads = KeyReads()  # counted on the host, at launch
+        return chunked_view(
+            self.runner.pool, tables, positions, visible_from, chunk_rows, chunk_starts, chunk_valid.bool(), reads
+        )
 
-
-def _block_start(span: CacheSpan, block_size: int) -> int:
-    """The first position a row reads: the start of the block holding its first visible entry."""
-    return span.visible_from // block_size * block_size
+    def _chunk_plan(self, decode: tuple[DecodeRow, ...], windows: list[tuple[int, int]]) -> ChunkPlan:
+        """The key chunks of the decoding rows' `windows` (first, end), each chunk naming its row."""
+        chunk_rows, starts = plan_chunks(windows)
+        rows = [decode[index].row for index in chunk_rows]
+        return ChunkPlan(rows, starts, chunk_count_bucket(len(rows), self.max_chunks))
 
 
 def _row_inputs(row: DecodeRow) -> RowInputs:

@@ -13,10 +13,8 @@ grown, or released): the fixed-shape step writes a token for every row, even row
 past their length, and such a write lands in the null block, which nothing ever reads.
 
 The negative branch restarts at every speech start (`hide_history`): the entries before it stay masked
-forever but the first (the speech start every negative sequence begins from, which the original keeps
-attending to: it copies that entry over the last one), so the blocks wholly before the new start, but the
-first block, go back to the pool, and the branch holds only its first entry and the frames since its last
-speech start.
+forever, as the original's mask hides them, so the blocks wholly before the new start go back to the pool, and
+the branch holds only the frames since its last speech start.
 """
 
 from __future__ import annotations
@@ -111,10 +109,9 @@ class BranchBlocks:
         self.table.extend(pool.take(self.missing(pool, tokens)))
 
     def hide_history(self, pool: BlockPool) -> None:
-        """From now on nothing before the current length is visible but the first entry; the blocks wholly
-        before it, but the first, go back."""
+        """From now on nothing before the current length is visible; the blocks wholly before it go back."""
         self.visible_from = self.length
-        hidden = slice(1, self.visible_from // pool.block_size)
+        hidden = slice(0, self.visible_from // pool.block_size)
         pool.give_back(self.table[hidden])
         self.table[hidden] = [NULL_BLOCK] * len(self.table[hidden])
 

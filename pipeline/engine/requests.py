@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from core.audio_rates import FRAMES_PER_SECOND
+from models.segment_io import PromptInputs
 from pipeline.engine.kv_blocks import BranchBlocks
-from tokenizer.rates import FRAMES_PER_SECOND
 
 _ids = itertools.count(1)
 
@@ -47,30 +48,6 @@ class EngineEvent:
     # latents, as a speech end or start between frames changes what follows.
     tokens: tuple[int, ...] = ()
     reason: str = ""  # FINISHED: "eos" or "length"; CANCELLED/FAILED: why
-
-
-@dataclass(frozen=True)
-class PromptInputs:
-    """The processor's output for one request: token ids, voice samples and their padding mask."""
-
-    input_ids: torch.Tensor  # [1, prompt_tokens]
-    input_values: torch.Tensor | None  # [voices, 1, samples] or None without voices
-    padding_mask: torch.Tensor | None  # [voices, samples]
-
-    @property
-    def length(self) -> int:
-        return int(self.input_ids.shape[1])
-
-    def as_model_kwargs(self, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        """The inputs as `generate()` takes them, on `device`, voice samples in `dtype`."""
-        kwargs = {
-            "input_ids": self.input_ids.to(device),
-            "attention_mask": torch.ones_like(self.input_ids, device=device),
-        }
-        if self.input_values is not None:
-            kwargs["input_values"] = self.input_values.to(device, dtype)
-            kwargs["padding_mask"] = self.padding_mask.to(device)
-        return kwargs
 
 
 @dataclass(frozen=True)

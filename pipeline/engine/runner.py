@@ -16,10 +16,11 @@ engine's, handed over in each record. A step is:
 With `fixed_shapes`, the decoding rows of a step go through `fixed_decoder.py` instead: the same arithmetic at
 bucketed shapes with no host synchronisation inside, replayed as a CUDA graph on a GPU. Prefill stays here.
 
-One deliberate difference from transformers' `generate()`, which is otherwise the parity reference: when a row
-chooses the speech-end token, its acoustic and semantic streams are zeroed (`end_speech`), so the next speech
-start decodes from silence, as the original VibeVoice generation loop does; `generate()` carries them over. Every
-step path does it (here, the fixed-shape step, a replay).
+Where transformers' port differs from the original VibeVoice, the runner follows the original, as the parity
+reference does (`models/reference.py`): when a row chooses the speech-end token, its acoustic and semantic streams
+are zeroed (`end_speech`), so the next speech start decodes from silence (`generate()` carries them over); every
+step path does it (here, the fixed-shape step, a replay). The negative branch's restart is the other such rule
+(its mask and positions: `paged_kv.py`).
 
 Randomness follows `generate()` for a request run alone: the engine draws each frame's noise from the
 request's own generator and hands it over; the runner draws, from the same generator, the σ-VAE noise of
@@ -28,31 +29,44 @@ the request's voice latents when the request starts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from diffusion.dpm_solver import sample_with_guidance
-from pipeline.engine.fixed_decoder import FixedDecoder
+from models.loading import LoadedModel
+from models.segment_io import PromptInputs
+from pipeline.engine.fixed_decoder import FixedDecoder, SpeechTokens
 from pipeline.engine.kv_blocks import CacheSpan
-from pipeline.engine.paged_kv import KVPoolShape, PagedKVPool, PagedView, eager_view
-from pipeline.engine.requests import PromptInputs
+from pipeline.engine.memory_plan import StepMemory, pool_blocks_within
+from pipeline.engine.paged_attention import use_chunked_attention
+from pipeline.engine.paged_kv import CHUNK_KEYS, KVPoolShape, PagedKVPool, PagedView, eager_view
 from pipeline.engine.step_records import (
+    FastPath,
     FrameInputs,
+    KeyReads,
     PrefillChunk,
     RequestStart,
     RowOutcome,
     RunnerSpec,
     StepInput,
+    StepMode,
 )
-from pipeline.model_loading import LoadedModel
 from tokenizer.streaming import SlotConvCache
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_CPU_KV_BYTES = 1 << 30  # K/V pool on the CPU when no budget is given
-DEFAULT_GPU_KV_FRACTION = 0.8  # of the GPU memory free once the model is loaded; the rest is the step's workspace
+# Of the GPU memory free once the model is loaded: the pool and the largest decode step it allows (measured) share
+# it; the rest is for CUDA graphs' bookkeeping, the caching allocator's slack and what else shares the GPU.
+DEFAULT_GPU_KV_FRACTION = 0.9
 REPLAY_CHUNK_FRAMES = 64  # frames streamed through the codec, and negative entries written, per forward
+DEFAULT_MAX_GRAPHS = 64  # decode-step CUDA graphs a runner holds at once
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,7 @@ class RunnerConfig:
     fixed_shapes: bool | None = None  # None: on a GPU only
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
     overlap: bool = True  # read a fixed-shape step back while the next one runs
+    max_graphs: int = DEFAULT_MAX_GRAPHS  # CUDA graphs held at once (and captured at warm-up at most)
 
 
 @dataclass(frozen=True)
@@ -91,12 +106,18 @@ class ModelRunner:
         text = model_config.text_config
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
         shape = KVPoolShape(text.num_hidden_layers, text.num_key_value_heads, head_dim, config.block_size)
-        self.pool = PagedKVPool(shape, _pool_blocks(config, shape, self.device, self.dtype), self.device, self.dtype)
+        # On a GPU given a fraction, the pool is sized after measuring the decode step: provisional until then.
+        shared_budget = _shared_gpu_budget(config, self.device)
+        blocks = _pool_blocks(config, shape, self.device, self.dtype) if shared_budget is None else None
+        self.pool = PagedKVPool(shape, blocks or _provisional_blocks(config), self.device, self.dtype)
+        self.step_memory: StepMemory | None = None  # measured on a GPU before the pool took its share
         self.acoustic = SlotConvCache(config.rows)
         self.semantic = SlotConvCache(config.rows)
         self.next_embeds = torch.zeros(config.rows, 1, text.hidden_size, device=self.device, dtype=self.dtype)
         self.prompt_embeds: dict[int, torch.Tensor] = {}  # request id -> prompt (and replayed frames) not yet prefilled
         self.row_owner: list[int | None] = [None] * config.rows  # request id per row, to drop stale read-backs
+        use_chunked_attention(self.inner.language_model)  # decode rows read only the keys they hold
+        self._eager_reads = KeyReads()
         self.audio_token_id = model_config.audio_token_id
         self.audio_bos_token_id = model_config.audio_bos_token_id
         self.audio_eos_token_id = model_config.audio_eos_token_id
@@ -110,6 +131,7 @@ class ModelRunner:
             }
         )
         self.choosable_head = self.model.lm_head.weight[self.choosable_ids].detach()
+        self._choosable = torch.tensor(self.choosable_ids, device=self.device)
         self.latent_dim = model_config.audio_config.hidden_size
         self.vae_std = model_config.audio_config.vae_std
         self.hop_length = model_config.audio_config.hop_length
@@ -124,21 +146,93 @@ class ModelRunner:
             speech_start_token_id=self.audio_bos_token_id,
         )
         fixed = config.fixed_shapes if config.fixed_shapes is not None else self.device.type == "cuda"
-        self.fixed = (
-            FixedDecoder(self, config.rows, text.hidden_size, cuda_graphs=config.cuda_graphs, overlap=config.overlap)
-            if fixed
-            else None
+        self._config = config
+        self.fixed = self._fixed_decoder(config.cuda_graphs) if fixed else None
+        self._mode_reason = _configured_reason(config, self.device, fixed)
+        if shared_budget is not None:
+            self._fit_pool(shared_budget)
+
+    def _fixed_decoder(self, cuda_graphs: bool) -> FixedDecoder:
+        config = self._config
+        return FixedDecoder(
+            self,
+            SpeechTokens(self.audio_token_id, self.audio_bos_token_id, self.audio_eos_token_id),
+            config.rows,
+            self.next_embeds.shape[-1],
+            cuda_graphs=cuda_graphs,
+            overlap=config.overlap,
+            max_graphs=config.max_graphs,
+        )
+
+    def _fit_pool(self, budget: float) -> None:
+        """Measure the decode step over every row (with the provisional pool), then give the pool what is left of
+        `budget` once the largest step it allows is paid for (`memory_plan`)."""
+        measuring = self.fixed or self._fixed_decoder(cuda_graphs=False)  # the eager step needs no more than it
+        self.step_memory = measuring.measure_step_memory(diffusion_steps=10)
+        shape = self.pool.shape
+        blocks = pool_blocks_within(
+            budget, shape.bytes_per_block(self.dtype), shape.block_size, self.spec.rows, CHUNK_KEYS, self.step_memory
+        )
+        if blocks < 2:
+            raise ValueError(
+                f"the K/V memory budget ({int(budget)} bytes) leaves no room for a pool beside the decode step "
+                f"({self.step_memory.fixed_bytes} bytes and {self.step_memory.bytes_per_chunk} a key chunk)"
+            )
+        del self.pool  # the provisional pool's memory goes back first
+        torch.cuda.empty_cache()
+        self.pool = PagedKVPool(shape, blocks, self.device, self.dtype)
+        self.spec = dataclasses.replace(self.spec, num_blocks=blocks)
+        if self.fixed is not None:
+            self.fixed = self._fixed_decoder(self._config.cuda_graphs)
+        logger.info(
+            "K/V pool sized",
+            extra={"blocks": blocks, "pool_bytes": self.pool.nbytes, "step_bytes": self.step_memory.fixed_bytes},
         )
 
     @property
-    def graphs_captured(self) -> bool:
-        """Whether the fixed-shape step replays CUDA graphs (False once a capture failed and it fell back)."""
-        return self.fixed is not None and self.fixed.captured.enabled
+    def fast_path(self) -> FastPath:
+        """Which step decodes now, why, and the CUDA graphs it holds."""
+        if self.fixed is None:
+            return FastPath(StepMode.EAGER, self._mode_reason)
+        captured = self.fixed.captured
+        if not captured.enabled:
+            return FastPath(StepMode.FIXED, captured.failure or self._mode_reason, captures=captured.captures)
+        return FastPath(StepMode.GRAPHS, self._mode_reason, len(captured.graphs), captured.captures)
+
+    def fall_back(self, why: str) -> StepMode:
+        """Decode with the next slower step from now on (graphs, then the fixed-shape step run eagerly, then the
+        eager step), because of `why`; returns the step now used. Only between steps: nothing may be in flight."""
+        if self.unread:
+            raise RuntimeError("a step is still in flight; read it back before falling back")
+        mode = self.fast_path.mode
+        if mode is StepMode.GRAPHS:
+            self.fixed.captured.disable(why)
+        elif mode is StepMode.FIXED:
+            self.fixed = None
+        self._mode_reason = why
+        logger.warning(
+            "decode step falls back", extra={"from_step": mode.value, "to_step": self.fast_path.mode.value, "why": why}
+        )
+        return self.fast_path.mode
+
+    @contextlib.contextmanager
+    def eager_step(self) -> Iterator[None]:
+        """Decode with the eager step inside, whatever the runner uses outside (a self-check's reference)."""
+        fixed, self.fixed = self.fixed, None
+        try:
+            yield
+        finally:
+            self.fixed = fixed
 
     def overlaps(self, diffusion_steps: set[int]) -> bool:
         """Whether decoding rows of these step counts go through the fixed-shape step, which can run while a
         step is still unread; otherwise the engine reads every step back before building the next."""
         return self.fixed is not None and len(diffusion_steps) == 1
+
+    @property
+    def key_reads(self) -> KeyReads:
+        """K/V entries attention read against those its rows could see, every forward so far."""
+        return self._eager_reads + (self.fixed.key_reads if self.fixed is not None else KeyReads())
 
     @property
     def unread(self) -> frozenset[int]:
@@ -209,6 +303,7 @@ class ModelRunner:
             position_ids=view.position_ids,
             past_key_values=view,
             use_cache=True,
+            paged_view=view,  # to the attention (`paged_attention`), which reads a decode view's chunks itself
         )
         return output.last_hidden_state[:, -1]
 
@@ -291,16 +386,13 @@ class ModelRunner:
         return torch.cat(audio), torch.cat(embeds)
 
     def _replay_negative(self, start: RequestStart, inputs: torch.Tensor) -> None:
-        """Write the negative branch's entries that are still visible: its first, and those since the last
-        speech start."""
+        """Write the negative branch's entries that are still visible: those since the last speech start."""
         tokens = start.replay.tokens
         bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
         frame_steps = [step for step, token in enumerate(tokens) if token == self.audio_token_id]
         fed = [bos[0] if step == 0 else inputs[step - 1] for step in frame_steps]
         visible = start.negative.visible_from
         blocks = start.negative.blocks
-        if visible > 0 and fed:
-            self._forward([CacheSpan(blocks, 0, 0)], fed[0][None, None])
         for first in range(visible, len(fed), REPLAY_CHUNK_FRAMES):
             chunk = torch.stack(fed[first : first + REPLAY_CHUNK_FRAMES])[None]
             self._forward([CacheSpan(blocks, first, visible)], chunk)
@@ -343,13 +435,19 @@ class ModelRunner:
 
     def _forward(self, spans: Sequence[CacheSpan], embeds: torch.Tensor) -> torch.Tensor:
         """The LM over `embeds` [rows, tokens, hidden] appended to each span's entries; last hidden states."""
-        return self.language_model(embeds, eager_view(self.pool, spans, embeds.shape[1], self.device))
+        view = eager_view(self.pool, spans, embeds.shape[1], self.device)
+        self._eager_reads += view.reads
+        return self.language_model(embeds, view)
 
     def choose_tokens(self, chosen: Sequence[ChosenRow]) -> list[int]:
-        """Each row's token: the best scored of the few VibeVoice may emit (the eager step's choice)."""
-        hidden = torch.stack([row.hidden for row in chosen])
+        """Each row's token (the eager step's choice; see `choose_token_ids`)."""
+        return self.choose_token_ids(torch.stack([row.hidden for row in chosen])).tolist()
+
+    def choose_token_ids(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Each row's token, on the device: the best scored of the few VibeVoice may emit, from its last hidden
+        state [rows, hidden] (scoring 5 rows of the LM head, not its whole vocabulary)."""
         scores = hidden.to(self.choosable_head.dtype) @ self.choosable_head.T
-        return [self.choosable_ids[i] for i in scores.float().argmax(dim=-1).tolist()]
+        return self._choosable[scores.float().argmax(dim=-1)]
 
     def _advance(self, chosen: list[ChosenRow], tokens: list[int]) -> list[RowOutcome]:
         """Set every chosen row's next input: a token embedding, or a new frame's embedding."""
@@ -407,24 +505,43 @@ def _replay_runs(tokens: Sequence[int], frame_token: int, end_token: int) -> lis
     return runs
 
 
+def _shared_gpu_budget(config: RunnerConfig, device: torch.device) -> float | None:
+    """Bytes the pool and the decode step share, when the pool is sized by measuring the step: a fraction of the
+    GPU memory free now (the model loaded); None when blocks or bytes are given, or on the CPU."""
+    budget = config.kv_memory if config.kv_memory is not None else DEFAULT_GPU_KV_FRACTION
+    if config.kv_blocks is not None or device.type != "cuda" or budget > 1:
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return budget * free
+
+
+def _provisional_blocks(config: RunnerConfig) -> int:
+    """A pool big enough to measure a step reading 16 key chunks a row."""
+    return 16 * config.rows * CHUNK_KEYS // config.block_size + 1
+
+
 def _pool_blocks(config: RunnerConfig, shape: KVPoolShape, device: torch.device, dtype: torch.dtype) -> int:
-    """Blocks in the K/V pool: `kv_blocks`, or as many as the memory budget holds (the null block among them)."""
+    """Blocks in the K/V pool: `kv_blocks`, or as many as a budget in bytes holds (the null block among them)."""
     if config.kv_blocks is not None:
         return config.kv_blocks
-    budget = config.kv_memory
-    if budget is None:
-        budget = DEFAULT_GPU_KV_FRACTION if device.type == "cuda" else DEFAULT_CPU_KV_BYTES
+    budget = config.kv_memory if config.kv_memory is not None else DEFAULT_CPU_KV_BYTES
     if budget <= 1:
-        if device.type != "cuda":
-            raise ValueError(f"a K/V memory fraction ({budget}) needs a GPU; give the CPU a size in bytes")
-        free, _ = torch.cuda.mem_get_info(device)
-        budget = budget * free
+        raise ValueError(f"a K/V memory fraction ({budget}) needs a GPU; give the CPU a size in bytes")
     blocks = int(budget // shape.bytes_per_block(dtype))
     if blocks < 2:
         raise ValueError(
             f"the K/V memory budget ({int(budget)} bytes) holds no block of {shape.bytes_per_block(dtype)} bytes"
         )
     return blocks
+
+
+def _configured_reason(config: RunnerConfig, device: torch.device, fixed: bool) -> str:
+    """Why the runner starts with the step it does, as its settings and device decide."""
+    if not fixed:
+        return "fixed shapes off (the default on a CPU)" if config.fixed_shapes is None else "fixed shapes off"
+    if device.type != "cuda":
+        return "CUDA graphs need a CUDA device"
+    return "as configured" if config.cuda_graphs else "CUDA graphs off"
 
 
 def _eos_token_ids(loaded: LoadedModel) -> frozenset[int]:

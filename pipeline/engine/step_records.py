@@ -10,12 +10,14 @@ in tests with no model at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import torch
 
+from models.segment_io import PromptInputs
 from pipeline.engine.kv_blocks import CacheSpan
-from pipeline.engine.requests import PromptInputs, Replay
+from pipeline.engine.requests import Replay
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,55 @@ class RowOutcome:
     @property
     def made_frame(self) -> bool:
         return self.audio is not None
+
+
+class StepMode(StrEnum):
+    """How a runner decodes, fastest first; a runner falls back down this list, never up."""
+
+    GRAPHS = "graphs"  # the fixed-shape step, replayed as CUDA graphs
+    FIXED = "fixed"  # the fixed-shape step, run eagerly (no graphs)
+    EAGER = "eager"  # the data-shaped step
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """Which step a runner decodes with and why, and the CUDA graphs it holds."""
+
+    mode: StepMode
+    reason: str
+    graphs: int = 0  # held now
+    captures: int = 0  # captured since it started (those let go included)
+
+
+@dataclass(frozen=True)
+class WarmUpReport:
+    """How an engine got ready to serve (`warm_up.prepare_to_serve`): the step it decodes with and why."""
+
+    seconds: float  # capturing and checking, before the first request
+    graphs: int  # CUDA graphs held once ready
+    mode: StepMode
+    reason: str
+    difference: float | None  # the check's largest latent difference (relative to their RMS); None: not compared
+
+
+@dataclass(frozen=True)
+class KeyReads:
+    """K/V entries attention read, against those its rows may see: per layer and branch, summed over forwards.
+
+    What a row may see is its window (its entries since its visible start, the new ones included); what is read
+    is that rounded up to the runner's reading unit (a chunk of keys), plus any padding a fixed shape adds.
+    """
+
+    read: int = 0
+    visible: int = 0
+
+    def __add__(self, other: KeyReads) -> KeyReads:
+        return KeyReads(self.read + other.read, self.visible + other.visible)
+
+    @property
+    def ratio(self) -> float | None:
+        """Keys read per key visible (1.0 at best); None before anything was read."""
+        return self.read / self.visible if self.visible else None
 
 
 @dataclass(frozen=True)

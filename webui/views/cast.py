@@ -8,6 +8,7 @@ per speaker, up to the format's four. One voice preview plays at a time, whereve
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from api.schemas import VoiceView
-from pipeline.script import MAX_SPEAKERS
+from script_text.parser import MAX_SPEAKERS
 from webui.api_client import StudioApiError
 from webui.assets import VOICE_PREVIEW_JS
 from webui.context import StudioContext
@@ -29,7 +30,7 @@ from webui.views.library import (
     voice_preview,
     wire_library,
 )
-from webui.voices import voice_in_use
+from webui.voices import recording_problem, voice_in_use
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ def wire_cast(view: CastView, context: StudioContext, key: gr.Textbox) -> None:
         marker_inputs = [row.name, row.voice, row.upload, library.names]
         for trigger in (row.voice.change, row.upload.change, row.name.change, library.names.change):
             trigger(_voice_use, inputs=marker_inputs, outputs=row.uses, show_progress="hidden")
+        # a recording the api would refuse says why at once, beside it; a good one (or none) clears what was said
+        row.upload.change(_recording_checked, inputs=row.upload, outputs=row.problem, show_progress="hidden")
         row.play.click(
             _player(view, context, row), inputs=[key, row.voice, library.names], outputs=[*view.previews, row.problem]
         )
@@ -161,6 +164,11 @@ def wire_cast(view: CastView, context: StudioContext, key: gr.Textbox) -> None:
         inputs=[key, library.voice, library.names],
         outputs=[*view.previews, library.problem],
     )
+
+
+async def _recording_checked(upload: str | None) -> str:
+    problem = await asyncio.to_thread(recording_problem, upload) if upload else None
+    return field_error(problem and f"this recording cannot be a voice: {problem}")
 
 
 def _voice_use(speaker: str | None, voice_id: str | None, upload: str | None, names: dict[str, str]) -> str:

@@ -16,10 +16,10 @@ from typing import Any
 import gradio as gr
 
 from api.schemas import ScriptView
-from core.models import FINAL_STATES
+from core.job_states import FINAL_STATES
 from webui.api_client import StudioApi, StudioApiError
 from webui.context import StudioContext
-from webui.render import field_error, notice, script_job_html
+from webui.render import field_error, question, script_job_html
 from webui.views.write import WriteView
 
 NOTES_SUFFIXES = (".txt", ".md")
@@ -112,7 +112,7 @@ def build_drafting() -> DraftingView:
         )
         load = gr.Button("Put it in the editor", visible=False, elem_id="script-job-load")
         with gr.Row(visible=False) as confirm:
-            gr.HTML(notice("The editor holds a script of yours. Replace it with this one?"))
+            gr.HTML(question("The editor holds a script of yours. Replace it with this one?"))
             replace = gr.Button("Replace my script", variant="stop", size="sm", elem_id="script-job-replace")
             keep = gr.Button("Keep mine", size="sm", elem_id="script-job-keep")
         script_id = gr.State(None)

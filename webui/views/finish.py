@@ -35,7 +35,7 @@ class FinishView:
     takes: gr.HTML  # after a regeneration: each segment's earlier and new take
     keep_new: gr.Button
     keep_previous: gr.Button
-    downloads: gr.File
+    downloads: gr.HTML  # links to the episode's files (`downloads_html`)
     job: gr.State  # id of the job shown
     pending: gr.State  # the regeneration waiting for Confirm: {"turn": int, "text": str | None}
 
@@ -65,7 +65,7 @@ def build_finish() -> FinishView:
     with gr.Row():
         keep_new = gr.Button("Keep the new take", size="sm", visible=False, elem_id="keep-new")
         keep_previous = gr.Button("Keep the earlier take", size="sm", visible=False, elem_id="keep-previous")
-    downloads = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="downloads")
+    downloads = gr.HTML(elem_id="downloads")
     return FinishView(
         episode, turn, new_text, regenerate, problem, plan, confirm, cancel, status, takes, keep_new, keep_previous,
         downloads, gr.State(None), gr.State(None),

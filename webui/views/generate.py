@@ -7,6 +7,7 @@ shown beside that field, on its screen, and the page switches to the first scree
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +17,22 @@ import gradio as gr
 from gradio.events import Dependency
 from pydantic import ValidationError
 
-from api.schemas import GenerationParams, JobOptions
+from api.schemas import GenerationParams, JobOptions, JobView
 from core.audio_formats import AUDIO_FORMATS, BITRATES
-from core.models import FINAL_STATES
-from pipeline.script import Script
+from core.job_states import FINAL_STATES
+from script_text.parser import Script
 from webui.api_client import FieldProblem, StudioApi, StudioApiError
-from webui.assets import SEGMENT_PLAYER_JS
+from webui.assets import JOB_PROGRESS_JS, SEGMENT_PLAYER_JS
 from webui.context import StudioContext
-from webui.render import field_error, notice, script_error_html
+from webui.live_audio import LiveFolders
+from webui.render import confirmed, field_error, notice, question, script_error_html
 from webui.script_preview import SpeakerNameError, preview_script, script_text_to_send
+from webui.views.publishing import EpisodeFields, build_episode_fields, episode_options
 from webui.views.screens import Screens, follow_updates, listen_components
-from webui.voices import VoiceUse, voice_in_use
+from webui.voices import VoiceUse, recording_problem, voice_in_use
 
 _DEFAULTS = GenerationParams()
-_OPTION_FIELDS = ("settings", "formats", "kbps", "mode", "title", "queue", "priority")
+_OPTION_FIELDS = ("settings", "formats", "kbps", "mode", "title", "queue", "priority", "episode")
 
 
 @dataclass(frozen=True)
@@ -46,11 +49,16 @@ class GenerateView:
     settings_problem: gr.HTML
     submit: gr.Button
     cancel: gr.Button
+    again: gr.Row  # "send another beside the job still generating?", asked before a second job is sent
+    again_text: gr.HTML
+    send_another: gr.Button
+    keep_waiting: gr.Button
     problem: gr.HTML
     progress: gr.HTML
     segments: gr.HTML
     job: gr.State  # id of the job this page follows
     sent: gr.State  # id of the job this page sent last: a new one is followed (`wire_generate`)
+    episode: EpisodeFields  # the show it is published in, if any
 
 
 def build_generate() -> GenerateView:
@@ -80,11 +88,13 @@ def build_generate() -> GenerateView:
                 [("By length", "auto"), ("Interactive", "interactive"), ("Batch", "batch")],
                 value="auto",
                 label="Queue",
-                info="by length: interactive for a short episode (2 minutes by default: the api's "
-                "VOXCAST_INTERACTIVE_MAX_SECONDS), else batch",
+                info="by length: a short episode goes to the interactive queue, which workers take first, a long "
+                "one to batch (the admin sets where short ends); a waiting job says which queue it is in",
                 elem_id="queue",
             )
             priority = gr.Slider(0, 9, value=5, step=1, label="Priority", info="higher runs sooner", elem_id="priority")
+            with gr.Accordion("Publish as an episode", open=False, elem_id="generate-publish"):
+                episode = build_episode_fields("generate")
         with gr.Column(scale=1, min_width=300):
             cfg_scale = gr.Slider(
                 1.0, 3.0, value=_DEFAULTS.cfg_scale, step=0.05, label="CFG scale",
@@ -102,57 +112,70 @@ def build_generate() -> GenerateView:
     with gr.Row():
         submit = gr.Button("Generate", variant="primary", elem_id="generate")
         cancel = gr.Button("Cancel this job", variant="stop", visible=False, elem_id="cancel-job")
+    with gr.Row(visible=False, elem_id="generate-again") as again:
+        again_text = gr.HTML()
+        send_another = gr.Button("Send another", variant="primary", size="sm", elem_id="send-another")
+        keep_waiting = gr.Button("Keep following this one", size="sm", elem_id="keep-waiting")
     problem = gr.HTML(elem_id="generate-problem")
-    progress = gr.HTML(elem_id="job-progress")
+    progress = gr.HTML(js_on_load=JOB_PROGRESS_JS, elem_id="job-progress")
     segments = gr.HTML(js_on_load=SEGMENT_PLAYER_JS, elem_id="segments")
     return GenerateView(
         title, mode, formats, kbps, queue, priority, cfg_scale, diffusion_steps, seed, settings_problem, submit,
-        cancel, problem, progress, segments, gr.State(None), gr.State(None),
+        cancel, again, again_text, send_another, keep_waiting, problem, progress, segments, gr.State(None),
+        gr.State(None), episode,
     )  # fmt: skip
 
 
 def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
     """Submit and Cancel; returns the event that follows the page's job until it ends (a new key stops it).
 
-    A page follows one job at a time. Generate may be pressed again while a job is followed: the new job is sent
-    and followed, and the follow of the one before stops by itself (`follow_updates`). A refused job changes
-    nothing of a job in flight, still followed; one that has ended goes from the screen, so a refusal is never
-    shown beside an older job's progress as if it were the new job's. Gradio's `cancels` is not used to stop the
+    A page follows one job at a time, and shows one thing at a time. Generate pressed while the job it follows
+    is still generating asks first whether to send another beside it (five presses never make five identical
+    jobs); sent, the new job is followed, and the follow of the one before stops by itself (`follow_updates`). A
+    refusal stands alone: what the page showed of the job before goes, and one still in flight goes on
+    generating, reachable from History, no longer followed here. Gradio's `cancels` is not used to stop the
     follow before: it stops every run of the event in the page, the new job's too when its follow starts first.
     """
     view, write, cast, finish = screens.generate, screens.write, screens.cast, screens.finish
     rows = cast.rows
     inputs = {
         screens.key, write.script, view.title, view.mode, view.formats, *view.kbps.values(), view.queue, view.priority,
-        view.cfg_scale, view.diffusion_steps, view.seed,
+        view.cfg_scale, view.diffusion_steps, view.seed, *view.episode.components,
         *(row.name for row in rows), *(row.voice for row in rows), *(row.upload for row in rows), view.job,
     }  # fmt: skip
     outputs = [
         screens.tabs, write.problem, cast.problem, *(row.problem for row in rows), view.settings_problem, view.problem,
-        view.progress, view.segments, view.job, view.sent, view.cancel, *listen_components(finish),
+        view.progress, view.segments, view.job, view.sent, view.cancel, view.again, view.again_text,
+        *listen_components(finish),
     ]  # fmt: skip
     follow_outputs = [
         screens.tabs, view.problem, view.progress, view.segments, view.job, view.cancel, *listen_components(finish),
     ]  # fmt: skip
 
-    async def submit(values: dict[Any, Any]) -> dict[Any, Any]:
-        """Send the job, or show why not; what follows it is the next step (`follow`)."""
+    async def send(values: dict[Any, Any], sure: bool, page: str | None) -> dict[Any, Any]:
+        """Send the job, or ask first, or show why not; what follows it is the next step (`follow`)."""
         cleared = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
-        cleared |= {row.problem: "" for row in rows}
+        cleared |= {row.problem: "" for row in rows} | {view.again: gr.Row(visible=False)}
         api = context.api(values[screens.key])
+        refused = functools.partial(_after_refusal, view, api, values[view.job], context.live_folders, page)
         submission = _submission(screens, values)
         if isinstance(submission, dict):
-            return cleared | submission | await _after_refusal(view, api, values[view.job])
+            return cleared | submission | await refused()
+        if not sure and (running := await _in_flight(api, values[view.job])) is not None:
+            asked = f"“{_title(running)}” is still {running.state} from this page. Send another job beside it?"
+            return cleared | {view.again: gr.Row(visible=True), view.again_text: question(asked)}
         script_text, script, options, uploads = submission
         try:
             job = await api.submit_job(script_text, options, uploads)
         except StudioApiError as error:
-            return (
-                cleared
-                | _problems_shown(screens, error, script_text, script)
-                | await _after_refusal(view, api, values[view.job])
-            )
+            return cleared | _problems_shown(screens, error, script_text, script) | await refused()
         return cleared | {view.job: job.id, view.sent: job.id, view.segments: ""}
+
+    async def submit(values: dict[Any, Any], request: gr.Request) -> dict[Any, Any]:
+        return await send(values, False, request.session_hash)
+
+    async def send_another(values: dict[Any, Any], request: gr.Request) -> dict[Any, Any]:
+        return await send(values, True, request.session_hash)
 
     async def follow(key: str | None, job_id: str | None, request: gr.Request) -> AsyncIterator[dict[Any, Any]]:
         """Follow the job just sent."""
@@ -162,6 +185,8 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
 
     # "once": a second press while a job is being sent is dropped, not sent twice
     view.submit.click(submit, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="once")
+    view.send_another.click(send_another, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="once")
+    view.keep_waiting.click(lambda: gr.Row(visible=False), outputs=view.again)
     # "multiple": a job sent while the one before is still followed is followed at once
     following = view.sent.change(
         follow, inputs=[screens.key, view.sent], outputs=follow_outputs, show_progress="hidden", trigger_mode="multiple"
@@ -174,22 +199,40 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
             job = await context.api(key).cancel_job(job_id)
         except StudioApiError as error:
             return field_error(error.message)
-        return notice("Cancelled." if job.state == "cancelled" else "Cancelling: the job stops within a step.")
+        return confirmed("Cancelled." if job.state == "cancelled" else "Cancelling: the job stops within a step.")
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=view.problem)
     return following
 
 
-async def _after_refusal(view: GenerateView, api: StudioApi, previous: str | None) -> dict[Any, Any]:
-    """After a refused submit: nothing changes while the job shown before is in flight (its follow goes on); else
-    its progress and parts go, so that the refusal stands alone."""
-    if previous is not None:
-        try:
-            if (await api.job(previous)).state not in FINAL_STATES:
-                return {}
-        except StudioApiError:
-            pass  # gone (deleted) or unreachable: nothing of it to follow
-    return {view.progress: "", view.segments: "", view.job: None, view.cancel: gr.Button(visible=False)}
+def _title(job: JobView) -> str:
+    return job.title or "Untitled episode"
+
+
+async def _in_flight(api: StudioApi, job_id: str | None) -> JobView | None:
+    """The job the page follows, while it is still queued or running (gone or unreachable: none)."""
+    if job_id is None:
+        return None
+    try:
+        job = await api.job(job_id)
+    except StudioApiError:
+        return None
+    return None if job.state in FINAL_STATES else job
+
+
+async def _after_refusal(
+    view: GenerateView, api: StudioApi, previous: str | None, folders: LiveFolders, page: str | None
+) -> dict[Any, Any]:
+    """After a refused submit the refusal stands alone: the job shown before, its progress and parts go. One still in
+    flight generates on (History has it); this page stops following it and says so where its progress was."""
+    hidden = {view.progress: "", view.segments: "", view.job: None, view.cancel: gr.Button(visible=False)}
+    running = await _in_flight(api, previous)
+    if running is None:
+        return hidden
+    if page is not None:
+        folders.release(page)  # its follow stops at its next event
+    where = f"“{_title(running)}” ({running.id[:8]}) is still {running.state}: open it from History to follow it again."
+    return hidden | {view.progress: notice(where)}
 
 
 def _submission(
@@ -214,6 +257,9 @@ def _submission(
             uploads[speaker.key] = Path(values[row.upload])
         elif use is VoiceUse.LIBRARY:
             voices[speaker.key] = values[row.voice]
+        elif use is VoiceUse.UNUSABLE:
+            problem = recording_problem(values[row.upload])
+            missing[row.problem] = field_error(f"{speaker.name}'s recording cannot be a voice: {problem}")
         else:
             missing[row.problem] = field_error(f"{speaker.name} needs a voice: pick one from the library or upload one")
     if missing:
@@ -234,6 +280,7 @@ def _submission(
                 seed=int(values[view.seed] or 0),
             ),
             title=(values[view.title] or "").strip() or None,
+            episode=episode_options(view.episode, values, (values[view.title] or "").strip() or None),
         )
     except ValidationError as error:
         messages = [f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors()]

@@ -14,12 +14,22 @@ from gradio.events import Dependency
 from api.schemas import JobView
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
-from webui.render import HISTORY_COLUMNS, cancel_notice, field_error, history_rows, job_choice_label, notice
+from webui.render import (
+    HISTORY_COLUMNS,
+    cancel_notice,
+    confirmed,
+    deleted_job_html,
+    field_error,
+    history_rows,
+    job_choice_label,
+    question,
+)
 from webui.views.screens import (
     Screens,
     as_listed,
     cancel_button,
     follow_updates,
+    forget_episode,
     in_flight_ids,
     listen_components,
     show_episode,
@@ -101,6 +111,8 @@ def clicked_job(job_ids: Sequence[str], event: gr.SelectData) -> str | None:
 def wire_history(view: HistoryView, screens: Screens, context: StudioContext) -> Dependency:
     """Refresh, cancel, delete and open; returns the event that follows an opened job (a new key stops it)."""
 
+    generate, finish = screens.generate, screens.finish
+
     async def refresh(key: str) -> dict[Any, Any]:
         try:
             jobs = await context.api(key).jobs()
@@ -120,7 +132,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             jobs = await api.jobs()
         except StudioApiError as error:
             return {view.problem: field_error(error.message)}
-        return history_updates(view, jobs) | {view.problem: notice(cancel_notice(as_listed(job, jobs)))}
+        return history_updates(view, jobs) | {view.problem: confirmed(cancel_notice(as_listed(job, jobs)))}
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[*view.listing, view.problem])
     for change in (view.job.change, view.in_flight.change):
@@ -139,23 +151,36 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             message = f"“{job.title or 'Untitled'}” is {job.state}; cancel it first, then delete it."
             return unasked | {view.problem: field_error(message)}
         title = job.title or "Untitled"
-        question = (
+        asked = (
             f"Delete “{title}” ({job.state}) with its episode, transcripts, segments and inputs? It cannot be undone."
         )
         shown = {view.confirm: gr.Group(visible=True), view.asked: job_id}
-        return shown | {view.confirm_text: notice(question), view.problem: ""}
+        return shown | {view.confirm_text: question(asked), view.problem: ""}
 
-    async def delete(key: str, job_id: str | None) -> dict[Any, Any]:
+    async def delete(
+        key: str, job_id: str | None, on_generate: str | None, on_listen: str | None, request: gr.Request
+    ) -> dict[Any, Any]:
+        """Delete the job; where Generate or Listen showed it, they say it was deleted instead of how it ended."""
         hidden = {view.confirm: gr.Group(visible=False), view.asked: None}
         if not job_id:
             return hidden | {view.problem: field_error("pick a job to delete")}
         api = context.api(key)
         try:
+            title = (await api.job(job_id)).title
             await api.delete_job(job_id)
             jobs = await api.jobs()
         except StudioApiError as error:
             return hidden | {view.problem: field_error(error.message)}
-        return hidden | history_updates(view, jobs, unpick=True) | {view.problem: notice("Deleted.")}
+        updates = hidden | history_updates(view, jobs, unpick=True) | {view.problem: confirmed("Deleted.")}
+        if job_id == on_generate:
+            context.live_folders.release(request.session_hash)  # its live parts go with it
+            updates |= {
+                generate.progress: deleted_job_html(title, job_id), generate.segments: "", generate.job: None,
+                generate.cancel: gr.Button(visible=False),
+            }  # fmt: skip
+        if job_id == on_listen:
+            updates |= forget_episode(screens) | {finish.episode: deleted_job_html(title, job_id)}
+        return updates
 
     confirm_outputs = [view.confirm, view.asked, view.confirm_text, view.problem]
     view.delete.click(ask_delete, inputs=[screens.key, view.job], outputs=confirm_outputs)
@@ -168,10 +193,14 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
     )
     view.keep.click(lambda: (gr.Group(visible=False), None, ""), outputs=[view.confirm, view.asked, view.problem])
     view.confirm_delete.click(
-        delete, inputs=[screens.key, view.job], outputs=[view.confirm, view.asked, *view.listing, view.problem]
-    )
+        delete,
+        inputs=[screens.key, view.job, generate.job, finish.job],
+        outputs=[
+            view.confirm, view.asked, *view.listing, view.problem, generate.progress, generate.segments, generate.job,
+            generate.cancel, *listen_components(finish),
+        ],
+    )  # fmt: skip
 
-    generate, finish = screens.generate, screens.finish
     open_outputs = [
         screens.tabs, view.problem, view.job, generate.progress, generate.segments, generate.job, generate.cancel,
         generate.problem, *listen_components(finish),

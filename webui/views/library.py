@@ -18,7 +18,7 @@ from api.schemas import VoiceView
 from webui.api_client import StudioApiError
 from webui.assets import VOICE_PREVIEW_JS
 from webui.context import StudioContext
-from webui.render import field_error, notice, voice_preview_html, voices_html
+from webui.render import confirmed, field_error, notice, question, voice_preview_html, voices_html
 from webui.voices import recording_shape, same_voice_in
 
 
@@ -221,11 +221,11 @@ def _wire_delete(view: LibraryView, context: StudioContext, key: gr.Textbox, cha
         """Say what a delete removes, and what it leaves, before doing it."""
         if not voice_id:
             return {view.problem: field_error("pick a library voice to delete"), view.confirm: gr.Group(visible=False)}
-        question = (
+        asked = (
             f"Delete “{names.get(voice_id, voice_id[:8])}” from your library? Jobs that used it keep their own copy; "
             "speakers who had it picked need another voice."
         )
-        return {view.confirm_text: notice(question), view.confirm: gr.Group(visible=True), view.problem: ""}
+        return {view.confirm_text: question(asked), view.confirm: gr.Group(visible=True), view.problem: ""}
 
     view.delete.click(ask, inputs=[view.voice, view.names], outputs=[view.confirm_text, view.confirm, view.problem])
     view.keep.click(lambda: (gr.Group(visible=False), ""), outputs=[view.confirm, view.problem])
@@ -240,7 +240,7 @@ def _wire_delete(view: LibraryView, context: StudioContext, key: gr.Textbox, cha
             voices = await api.voices()
         except StudioApiError as error:
             return hidden | {view.problem: field_error(error.message)}
-        deleted = notice(f"Deleted {names.get(voice_id, 'the voice')}.")
+        deleted = confirmed(f"Deleted {names.get(voice_id, 'the voice')}.")
         return hidden | changed.updates(voices, picked) | {view.rename_to: "", view.preview: "", view.problem: deleted}
 
     view.confirm_delete.click(

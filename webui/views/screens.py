@@ -20,6 +20,7 @@ from webui.episodes import fetch_episode, fetch_takes
 from webui.follow import follow_job
 from webui.render import (
     EMPTY_EPISODE_HTML,
+    downloads_html,
     episode_html,
     field_error,
     job_progress_html,
@@ -75,14 +76,22 @@ def listen_components(finish: FinishView) -> list[Any]:
 
 def forget_jobs(screens: Screens) -> dict[Any, Any]:
     """Generate and Listen as before any job: what a key was shown is not left for the next key to see."""
-    generate, finish = screens.generate, screens.finish
+    generate = screens.generate
     hidden = gr.Button(visible=False)
     return {
         generate.progress: "", generate.segments: "", generate.job: None, generate.cancel: hidden,
-        generate.problem: "", finish.episode: EMPTY_EPISODE_HTML, finish.downloads: None,
-        finish.turn: gr.update(choices=[], value=None), finish.new_text: "", finish.problem: "", finish.plan: "",
-        finish.confirm: hidden, finish.cancel: hidden, finish.status: "", finish.takes: "", finish.keep_new: hidden,
-        finish.keep_previous: hidden, finish.job: None, finish.pending: None,
+        generate.problem: "", screens.finish.new_text: "",
+    } | forget_episode(screens)  # fmt: skip
+
+
+def forget_episode(screens: Screens) -> dict[Any, Any]:
+    """Listen as before any job (`listen_components`: its player, files, turns, takes and what it said)."""
+    finish = screens.finish
+    hidden = gr.Button(visible=False)
+    return {
+        finish.episode: EMPTY_EPISODE_HTML, finish.downloads: "", finish.turn: gr.update(choices=[], value=None),
+        finish.problem: "", finish.plan: "", finish.confirm: hidden, finish.cancel: hidden, finish.status: "",
+        finish.takes: "", finish.keep_new: hidden, finish.keep_previous: hidden, finish.job: None, finish.pending: None,
     }  # fmt: skip
 
 
@@ -117,7 +126,7 @@ async def show_episode(
         finish.keep_new: gr.Button(visible=bool(takes)),
         finish.keep_previous: gr.Button(visible=bool(takes)),
         finish.episode: episode_html(job, url(episode.playable), episode.chapters_data, waveform, focus_turn),
-        finish.downloads: [str(path) for path in episode.all],
+        finish.downloads: downloads_html([(path.name, url(path), path.stat().st_size) for path in episode.all]),
         finish.turn: gr.update(
             choices=[(f"{n + 1} · {turn['speaker']}: {turn['text'][:60]}", n) for n, turn in sorted(turns.items())],
             value=focus_turn,
@@ -147,6 +156,9 @@ async def follow_updates(
     try:
         async for snapshot in follow_job(context.api(key), context.files, job_id, live_folder=live_folder):
             if live_folder is not None and not live_folder.is_dir():  # the page follows another job, or closed
+                # Gradio hands the page a generator's last output again when it ends: one that skips changes nothing,
+                # where the last snapshot would cover what the page shows now.
+                yield {generate.progress: gr.skip()}
                 return
             if regenerating:
                 yield {finish.status: job_progress_html(snapshot)}

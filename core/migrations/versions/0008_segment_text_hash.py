@@ -4,7 +4,7 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-30 23:00:00.000000
 
-Each segment row keeps the SHA-256 of its text (`pipeline.plan.Segment.text_hash`). A run whose plan hashes a
+Each segment row keeps the SHA-256 of its text (`script_text.plan.Segment.text_hash`). A run whose plan hashes a
 segment differently (after an upgrade that spells or splits a script otherwise) generates that segment again
 instead of laying out audio of other words. Rows stored before this migration have none and are trusted once.
 """

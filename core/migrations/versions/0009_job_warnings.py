@@ -4,7 +4,7 @@ Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-30 23:30:00.000000
 
-`pipeline.script.script_warnings` of the script as submitted ([{"line", "message"}]); null for jobs submitted before.
+`script_text.parser.script_warnings` of the script as submitted ([{"line", "message"}]); null for jobs submitted before.
 """
 
 from collections.abc import Sequence
