@@ -253,40 +253,29 @@ def build_tiny_model(
 
 
 class _DrawnInFloat32(TorchFunctionMode):
-    """Random fills of bf16 or fp16 tensors on the CPU drawn in float32 and rounded, the same distributions: the CPU
-    draws low-precision normals four times slower than float32 ones, and the 1.5B shapes' initialisation (every
-    weight filled twice, by torch's layer defaults, then transformers') took two minutes in bf16. Other devices and
-    dtypes draw as they would anyway.
+    """`torch.nn.init`'s random fills of bf16 or fp16 tensors on the CPU, drawn into a float32 tensor of the same
+    shape (fan-in rules read the shape) and rounded: the same distributions. The CPU draws low-precision normals four
+    times slower than float32 ones, and the 1.5B shapes' initialisation (every weight filled twice, by torch's layer
+    defaults, then transformers') took two minutes in bf16. Other devices and dtypes draw as they would anyway.
 
-    Both doors are watched: `torch.nn.init`'s functions (what layers and transformers call; a mode sees them first,
-    and their inner `normal_` then runs below it) get a float32 tensor of the same shape, as fan-in rules read the
-    shape; a tensor's own `normal_`/`uniform_` is drawn a slice at a time."""
+    Matched by name and module: while it builds a model, transformers swaps its guarded versions (which leave a
+    tensor marked `_is_hf_initialized` as it is) into `torch.nn.init`, and those are what a mode is handed."""
 
-    # By name and module: transformers swaps its guarded versions (which leave a tensor marked `_is_hf_initialized`
-    # as it is) into `torch.nn.init` while it builds a model, and those are what a mode is handed.
-    _INIT_FUNCTIONS = frozenset(
+    _MODULES = frozenset(("torch.nn.init", "transformers.initialization"))
+    _FILLS = frozenset(
         ("normal_", "uniform_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_",
          "xavier_normal_", "orthogonal_")
     )  # fmt: skip
-    _INIT_MODULES = frozenset(("torch.nn.init", "transformers.initialization"))
-    _TENSOR_FILLS = frozenset((torch._C.TensorBase.normal_, torch._C.TensorBase.uniform_))
-    _SLICE = 1 << 22  # elements a float32 draw of a tensor method holds at once: 16 MiB
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = dict(kwargs or {})
-        in_args = bool(args)
-        tensor = args[0] if in_args else kwargs.get("tensor")
-        is_init = getattr(func, "__module__", None) in self._INIT_MODULES and func.__name__ in self._INIT_FUNCTIONS
-        if not self._drawn_slowly(tensor) or not (is_init or func in self._TENSOR_FILLS):
+        kwargs = kwargs or {}
+        tensor = args[0] if args else kwargs.get("tensor")
+        is_fill = getattr(func, "__module__", None) in self._MODULES and func.__name__ in self._FILLS
+        if not (is_fill and self._drawn_slowly(tensor)):
             return func(*args, **kwargs)
-        rest = args[1:]
-        if func in self._TENSOR_FILLS:
-            for piece in tensor.view(-1).split(self._SLICE):
-                piece.copy_(func(torch.empty(piece.shape, dtype=torch.float32), *rest, **kwargs))
-            return tensor
         drawn = torch.empty(tensor.shape, dtype=torch.float32)
-        if in_args:
-            func(drawn, *rest, **kwargs)
+        if args:
+            func(drawn, *args[1:], **kwargs)
         else:
             func(**{**kwargs, "tensor": drawn})
         with torch.no_grad():
@@ -299,8 +288,7 @@ class _DrawnInFloat32(TorchFunctionMode):
             isinstance(tensor, torch.Tensor)
             and tensor.dtype in (torch.bfloat16, torch.float16)
             and tensor.device.type == "cpu"
-            and tensor.is_contiguous()
-            and not getattr(tensor, "_is_hf_initialized", False)  # a guarded init leaves it be: so does this
+            and not getattr(tensor, "_is_hf_initialized", False)  # a guarded fill leaves it be: so does this
         )
 
 @torch.no_grad()
