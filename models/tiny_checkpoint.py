@@ -251,7 +251,6 @@ def build_tiny_model(
     return model
 
 
-
 class _DrawnInFloat32(TorchFunctionMode):
     """`torch.nn.init`'s random fills of bf16 or fp16 tensors on the CPU, drawn into a float32 tensor of the same
     shape (fan-in rules read the shape) and rounded: the same distributions. The CPU draws low-precision normals four
@@ -290,6 +289,7 @@ class _DrawnInFloat32(TorchFunctionMode):
             and tensor.device.type == "cpu"
             and not getattr(tensor, "_is_hf_initialized", False)  # a guarded fill leaves it be: so does this
         )
+
 
 @torch.no_grad()
 def _make_tokenizers_sensitive(model: VibeVoiceForConditionalGeneration) -> None:
