@@ -4,11 +4,15 @@ The fake runner makes every decode row a frame (or the token a request's script 
 step what a real runner relies on: each entry it is told to write lies in a block its request holds, no block
 is held by two requests, rows are each request's own. So these tests drive admission, growth, preemption,
 finishing, cancelling, failing, retrying alone and a dying loop, and the K/V books after each.
+
+Every test runs twice: with the fake runner, and with the simulated device (`pipeline.engine.simulated_device`)
+choosing the tokens and taking modelled time on a virtual clock, inside the same checks.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +25,7 @@ from models.segment_io import PromptInputs
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.kv_blocks import NULL_BLOCK, CacheSpan
 from pipeline.engine.requests import FINAL_EVENTS, EventKind, GenerationRequest
+from pipeline.engine.simulated_device import CostModel, SimulatedRunner, VirtualClock
 from pipeline.engine.step_records import (
     FastPath,
     KeyReads,
@@ -37,6 +42,8 @@ SAMPLES = 4
 
 class FakeRunner:
     """A runner with no tensors worth the name: outcomes from a script per request, invariants asserted."""
+
+    clock: Callable[[], float] = staticmethod(time.monotonic)  # the engine's clock (the simulated one's is virtual)
 
     def __init__(self, rows: int = 4, num_blocks: int = 64, block_size: int = 4, max_context: int = 4096) -> None:
         self.spec = RunnerSpec(rows, num_blocks, block_size, max_context, 2, frozenset({EOS}), FRAME, SPEECH_START)
@@ -93,7 +100,11 @@ class FakeRunner:
             self._check_holds(row.positive, row.positive.length + 1, held, row.request_id)
             self._check_holds(row.frame.negative, row.frame.negative.length + 1, held, row.request_id)
             outcomes.append(self._choose(row.request_id))
-        return outcomes
+        return self._outcomes(step, outcomes)
+
+    def _outcomes(self, step: StepInput, chosen: list[RowOutcome]) -> list[RowOutcome]:
+        """The step's outcomes: the fake runner's own choices."""
+        return chosen
 
     def flush(self) -> list[RowOutcome]:
         return []
@@ -125,6 +136,54 @@ class FakeRunner:
                     assert held.setdefault(block, request_id) == request_id, f"block {block} shared"
 
 
+# A small device: a frame step of 1 row 40 ms, of 4 rows 60 ms; prefill 5 ms a chunk and 0.1 ms a token.
+SMALL_COSTS = CostModel.from_costs(
+    {
+        "parts_by_batch": [
+            {"batch_size": b, "lm_step_ms": 5.0 * f, "diffusion_sampling_ms": 10.0 * f, "acoustic_decode_ms": 10.0 * f,
+             "semantic_encode_ms": 5.0 * f, "connectors_ms": 0.0, "other_ms": 5.0 * f}
+            for b, f in ((1, 1.0), (4, 1.5))
+        ],
+        "prefill_chunks": [{"tokens": 10, "ms": 6.0}, {"tokens": 100, "ms": 15.0}],
+        "past_measured_rows": "linear",
+    }
+)  # fmt: skip
+
+
+class SimulatedFake(FakeRunner):
+    """The fake runner's checks around the simulated device, which chooses the tokens and takes modelled time."""
+
+    def __init__(self, rows: int = 4, num_blocks: int = 64, block_size: int = 4, max_context: int = 4096) -> None:
+        super().__init__(rows, num_blocks, block_size, max_context)
+        self.clock = VirtualClock(count_host=False)
+        self.device = SimulatedRunner(self.spec, SMALL_COSTS, self.clock, samples_per_frame=SAMPLES)
+        self.scripts = self.device.scripts
+
+    def start_request(self, start: RequestStart) -> np.ndarray | None:
+        checked = super().start_request(start)
+        replayed = self.device.start_request(start)
+        assert (checked is None) == (replayed is None) and (checked is None or checked.shape == replayed.shape)
+        return replayed
+
+    def finish_request(self, request_id: int, row: int) -> None:
+        super().finish_request(request_id, row)
+        self.device.finish_request(request_id, row)
+
+    def _outcomes(self, step: StepInput, chosen: list[RowOutcome]) -> list[RowOutcome]:
+        before = self.clock()
+        outcomes = self.device.run(step)
+        assert [(o.request_id, o.token) for o in outcomes] == [(o.request_id, o.token) for o in chosen]
+        assert self.clock() > before  # every step takes modelled time
+        return outcomes
+
+
+pytestmark = pytest.mark.parametrize("make_runner", [FakeRunner, SimulatedFake], ids=["fake", "simulated"])
+
+
+def engine_with(runner: FakeRunner, config: EngineConfig) -> Engine:
+    return Engine(runner, config, clock=runner.clock)
+
+
 def request(prompt: int = 10, frames: int = 6, **scheduling: object) -> GenerationRequest:
     return GenerationRequest(PromptInputs(torch.zeros(1, prompt, dtype=torch.long), None, None), frames, **scheduling)
 
@@ -141,9 +200,9 @@ def held_blocks(engine: Engine) -> int:
     return sum(state.positive.held + state.negative.held for state in engine.active.values())
 
 
-def test_requests_join_run_and_leave_with_their_events_in_order() -> None:
-    runner = FakeRunner()
-    engine = Engine(runner, EngineConfig(slots=4, prefill_chunk=4))
+def test_requests_join_run_and_leave_with_their_events_in_order(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner()
+    engine = engine_with(runner, EngineConfig(slots=4, prefill_chunk=4))
     first = engine.submit(request(prompt=10, frames=5))
     engine.step()
     second = engine.submit(request(prompt=3, frames=3))
@@ -154,9 +213,9 @@ def test_requests_join_run_and_leave_with_their_events_in_order() -> None:
     assert engine.pool.in_use == 0 and sorted(engine.free_rows) == [0, 1, 2, 3] and runner.owner == {}
 
 
-def test_a_request_ends_at_its_eos_or_its_budget() -> None:
-    runner = FakeRunner()
-    engine = Engine(runner, EngineConfig(slots=2))
+def test_a_request_ends_at_its_eos_or_its_budget(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner()
+    engine = engine_with(runner, EngineConfig(slots=2))
     stops = engine.submit(request(frames=10))
     runner.scripts[stops.request_id] = [FRAME, FRAME, EOS]
     runs_out = engine.submit(request(frames=4))
@@ -164,9 +223,9 @@ def test_a_request_ends_at_its_eos_or_its_budget() -> None:
     assert (final(events_of(stops)).reason, final(events_of(runs_out)).reason) == ("eos", "length")
 
 
-def test_a_cancel_lands_between_steps_whether_waiting_or_running() -> None:
-    runner = FakeRunner(rows=1)
-    engine = Engine(runner, EngineConfig(slots=1))
+def test_a_cancel_lands_between_steps_whether_waiting_or_running(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=1)
+    engine = engine_with(runner, EngineConfig(slots=1))
     running, waiting = engine.submit(request(frames=50)), engine.submit(request(frames=5))
     for _ in range(3):
         engine.step()
@@ -178,9 +237,9 @@ def test_a_cancel_lands_between_steps_whether_waiting_or_running() -> None:
     assert engine.idle and engine.pool.in_use == 0 and runner.owner == {}
 
 
-def test_a_step_that_fails_for_one_request_fails_that_one_alone() -> None:
-    runner = FakeRunner()
-    engine = Engine(runner, EngineConfig(slots=3, prefill_chunk=16))
+def test_a_step_that_fails_for_one_request_fails_that_one_alone(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner()
+    engine = engine_with(runner, EngineConfig(slots=3, prefill_chunk=16))
     handles = [engine.submit(request(frames=8)) for _ in range(3)]
     bad = handles[1].request_id
     engine.step()
@@ -194,9 +253,9 @@ def test_a_step_that_fails_for_one_request_fails_that_one_alone() -> None:
     assert engine.pool.in_use == 0 and runner.owner == {}
 
 
-def test_when_every_request_passes_alone_the_batch_is_halved() -> None:
-    runner = FakeRunner()
-    engine = Engine(runner, EngineConfig(slots=4, prefill_chunk=16))
+def test_when_every_request_passes_alone_the_batch_is_halved(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner()
+    engine = engine_with(runner, EngineConfig(slots=4, prefill_chunk=16))
     handles = [engine.submit(request(frames=8)) for _ in range(4)]
     engine.step()
     runner.fail = lambda step: RuntimeError("out of memory") if len(step.decode) > 2 else None
@@ -208,9 +267,9 @@ def test_when_every_request_passes_alone_the_batch_is_halved() -> None:
         assert [event.frames for event in events if event.kind is EventKind.AUDIO] == list(range(1, 9))
 
 
-def test_a_dead_loop_fails_every_request_and_returns_their_waits() -> None:
-    runner = FakeRunner(rows=1)
-    engine = Engine(runner, EngineConfig(slots=1))
+def test_a_dead_loop_fails_every_request_and_returns_their_waits(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=1)
+    engine = engine_with(runner, EngineConfig(slots=1))
     runner.fail = lambda step: KeyError("a bug")  # not a step error: the loop itself breaks
     handles = [engine.submit(request()) for _ in range(2)]
     engine.start()
@@ -235,9 +294,9 @@ def test_a_dead_loop_fails_every_request_and_returns_their_waits() -> None:
     assert final(late.drain(1.0)).reason == "the engine stopped: KeyError: 'a bug'"
 
 
-def test_a_dry_pool_preempts_the_least_important_most_recent_and_replays_it() -> None:
-    runner = FakeRunner(rows=3, num_blocks=12, block_size=4)
-    engine = Engine(runner, EngineConfig(slots=3, prefill_chunk=16))
+def test_a_dry_pool_preempts_the_least_important_most_recent_and_replays_it(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=3, num_blocks=12, block_size=4)
+    engine = engine_with(runner, EngineConfig(slots=3, prefill_chunk=16))
     important = engine.submit(request(prompt=6, frames=12, priority=9))
     engine.step()
     later = engine.submit(request(prompt=6, frames=12, priority=5))
@@ -251,9 +310,9 @@ def test_a_dry_pool_preempts_the_least_important_most_recent_and_replays_it() ->
     assert engine.pool.in_use == 0
 
 
-def test_an_interactive_request_preempts_batch_work_to_start_at_once() -> None:
-    runner = FakeRunner(rows=2)
-    engine = Engine(runner, EngineConfig(slots=2, prefill_chunk=16))
+def test_an_interactive_request_preempts_batch_work_to_start_at_once(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=2)
+    engine = engine_with(runner, EngineConfig(slots=2, prefill_chunk=16))
     batch = [engine.submit(request(frames=40, job="long", priority=5)) for _ in range(2)]
     for _ in range(3):
         engine.step()
@@ -265,10 +324,10 @@ def test_an_interactive_request_preempts_batch_work_to_start_at_once() -> None:
     assert all(final(events_of(handle)).kind is EventKind.FINISHED for handle in batch)
 
 
-def test_rows_go_round_the_jobs() -> None:
+def test_rows_go_round_the_jobs(make_runner: type[FakeRunner]) -> None:
     """A job with many segments queued first does not keep another job's from the next free rows."""
-    runner = FakeRunner(rows=2, num_blocks=256)
-    engine = Engine(runner, EngineConfig(slots=2, prefill_chunk=16))
+    runner = make_runner(rows=2, num_blocks=256)
+    engine = engine_with(runner, EngineConfig(slots=2, prefill_chunk=16))
     big = [engine.submit(request(frames=4 + i, job="big")) for i in range(6)]
     engine.step()
     assert sorted(engine.active) == sorted([big[0].request_id, big[1].request_id])
@@ -278,9 +337,9 @@ def test_rows_go_round_the_jobs() -> None:
     assert started.index(small.request_id) == 2  # the first row to free up is the small job's
 
 
-def test_jobs_that_arrive_together_share_the_rows() -> None:
-    runner = FakeRunner(rows=2, num_blocks=256)
-    engine = Engine(runner, EngineConfig(slots=2, prefill_chunk=16))
+def test_jobs_that_arrive_together_share_the_rows(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=2, num_blocks=256)
+    engine = engine_with(runner, EngineConfig(slots=2, prefill_chunk=16))
     big = [engine.submit(request(frames=5, job="big")) for _ in range(4)]
     small = engine.submit(request(frames=5, job="small"))
     engine.step()
@@ -300,10 +359,10 @@ def test_jobs_that_arrive_together_share_the_rows() -> None:
         max_size=60,
     )
 )
-def test_the_block_books_balance_after_any_sequence_of_operations(operations) -> None:  # type: ignore[no-untyped-def]
+def test_the_block_books_balance_after_any_sequence_of_operations(make_runner, operations) -> None:  # type: ignore[no-untyped-def]
     """Allocation, growth, hidden history, preemption, finishing, cancelling and failing never leak a block."""
-    runner = FakeRunner(rows=3, num_blocks=40, block_size=2, max_context=256)
-    engine = Engine(runner, EngineConfig(slots=3, prefill_chunk=8))
+    runner = make_runner(rows=3, num_blocks=40, block_size=2, max_context=256)
+    engine = engine_with(runner, EngineConfig(slots=3, prefill_chunk=8))
     handles = []
     failing: set[int] = set()
     runner.fail = lambda step: (
@@ -331,10 +390,10 @@ def test_the_block_books_balance_after_any_sequence_of_operations(operations) ->
 
 
 @pytest.mark.parametrize("bad", [0, 1])
-def test_no_block_is_ever_shared_under_pressure(bad: int) -> None:
+def test_no_block_is_ever_shared_under_pressure(make_runner: type[FakeRunner], bad: int) -> None:
     """Four requests in a pool that holds about two: the fake runner asserts exclusive blocks on every step."""
-    runner = FakeRunner(rows=4, num_blocks=24, block_size=2)
-    engine = Engine(runner, EngineConfig(slots=4, prefill_chunk=8))
+    runner = make_runner(rows=4, num_blocks=24, block_size=2)
+    engine = engine_with(runner, EngineConfig(slots=4, prefill_chunk=8))
     handles = [engine.submit(request(prompt=6 + bad, frames=10, priority=i)) for i in range(4)]
     engine.run_until_idle()
     assert engine.preemptions > 0

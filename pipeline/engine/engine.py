@@ -158,10 +158,18 @@ class EngineLoad:
 
 
 class Engine:
-    def __init__(self, runner: Runner, config: EngineConfig | None = None, loaded: LoadedModel | None = None) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        config: EngineConfig | None = None,
+        loaded: LoadedModel | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """`loaded` is the model `runner` runs, for callers that build prompts with its processor; the engine
-        itself never touches it."""
+        itself never touches it. `clock` (seconds) times steps, first audio and streams' buffers: a simulated
+        device (`simulated_device.VirtualClock`) passes a virtual one, so a load runs faster than real time."""
         self.loaded = loaded
+        self.clock = clock
         self.config = config or EngineConfig()
         if self.config.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.config.policy!r}; use one of {', '.join(POLICIES)}")
@@ -364,14 +372,14 @@ class Engine:
         if not prefill and not decode:
             return True
         step = self._step_input(prefill, decode)
-        started = time.perf_counter()
+        started = self.clock()
         try:
             outcomes = self.runner.run(step)
         except STEP_ERRORS:
             logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
             self._retry_alone(len(prefill) + len(decode))
             return True
-        seconds = time.perf_counter() - started
+        seconds = self.clock() - started
         prefill_tokens = sum(tokens for _, tokens in prefill)
         self.policy.observe(len(decode), prefill_tokens, seconds)
         self._record_all(outcomes)
@@ -389,7 +397,7 @@ class Engine:
             prompt_remaining=state.prefill_length - state.prefilled,
             has_audio=state.frames > 0,
             streaming=request.streaming,
-            buffered_seconds=state.buffered_seconds(time.monotonic()),
+            buffered_seconds=state.buffered_seconds(self.clock()),
             job=request.job,
             interactive=request.interactive,
             priority=request.priority,
@@ -611,7 +619,7 @@ class Engine:
         end = state.tokens.index(self.spec.diffusion_token_id, state.tokens_handed) + 1
         tokens, state.tokens_handed = tuple(state.tokens[state.tokens_handed : end]), end
         if state.first_audio_at is None:
-            state.first_audio_at = time.monotonic()
+            state.first_audio_at = self.clock()
         if state.frames == 1:
             state.handle.deliver(EngineEvent(state.request_id, EventKind.FIRST_AUDIO, frames=1))
         event = EngineEvent(
