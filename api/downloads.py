@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import formatdate, parsedate_to_datetime
@@ -150,8 +150,9 @@ class Validators:
     seconds. A date a client sends is compared with the exact time, so a change later in the same second as a copy
     the client holds is never taken for that copy: `If-Modified-Since: 09:30:15` is a `304` only for a body last
     changed at 09:30:15.000 or earlier. The date sent is the change's second rounded up (the first date that
-    covers the change), but never later than the answer itself (RFC 9110, 8.8.2.1): within that second it is the
-    answer's time, which a later request compares as earlier than the change, so that copy is sent again once."""
+    covers the change), but never later than the answer's `Date` (RFC 9110, 8.8.2.1), which is the answer's time
+    to the second (`sent_at`): within the change's second it is that time, which a later request compares as
+    earlier than the change, so that copy is sent again once."""
 
     etag: str  # quoted: '"…"'
     last_modified: datetime  # aware, exact
@@ -161,10 +162,17 @@ class Validators:
         """Validators for a body that `content_version` identifies (the body itself, or what it is made of)."""
         return cls(f'"{hashlib.sha256(content_version).hexdigest()[:32]}"', last_modified)
 
-    def headers(self, now: datetime | None = None) -> dict[str, str]:
-        """The `ETag` and `Last-Modified` of an answer sent at `now` (default: the clock)."""
-        sent = min(_whole_second_up(self.last_modified), (now or datetime.now(UTC)).replace(microsecond=0))
-        return {"etag": self.etag, "last-modified": formatdate(sent.timestamp(), usegmt=True)}
+    def sent_last_modified(self, now: datetime) -> datetime:
+        """The Last-Modified of an answer whose `Date` is `now` (a whole second): never later than it."""
+        return min(_whole_second_up(self.last_modified), now)
+
+    def headers(self, now: datetime) -> dict[str, str]:
+        """The `Date`, `ETag` and `Last-Modified` of an answer sent at `now`, to the second (see `sent_at`)."""
+        return {
+            "date": formatdate(now.timestamp(), usegmt=True),
+            "etag": self.etag,
+            "last-modified": formatdate(self.sent_last_modified(now).timestamp(), usegmt=True),
+        }
 
     def not_modified(self, request: Headers) -> bool:
         """Whether a GET or HEAD with these headers is answered `304` (RFC 9110, 13.2.2: `If-None-Match` first; only
@@ -176,16 +184,25 @@ class Validators:
         since = _http_date(request.get("if-modified-since"))
         return since is not None and self.last_modified <= since
 
-    def range_applies(self, request: Headers) -> bool:
-        """Whether a `Range` is served: without `If-Range`, or with one naming this version (its ETag, or a date no
-        earlier than Last-Modified); otherwise the whole body is sent (RFC 9110, 13.1.5)."""
+    def range_applies(self, request: Headers, now: datetime) -> bool:
+        """Whether a `Range` is served in an answer sent at `now`: without `If-Range`, or with one naming this version:
+        its ETag, or a date that exactly matches the Last-Modified this answer sends, when that is strong (RFC 9110,
+        13.1.5); otherwise the whole body is sent."""
         if_range = request.get("if-range")
         if if_range is None:
             return True
         if if_range.strip().startswith(('"', "W/")):
             return if_range.strip() == self.etag
-        since = _http_date(if_range)
-        return since is not None and self.last_modified <= since
+        sent = self.sent_last_modified(now)
+        # A date is a strong validator only when it is at least a second before the Date (RFC 9110, 8.8.2.2).
+        return sent < now and _http_date(if_range) == sent
+
+
+def sent_at() -> datetime:
+    """Now, to the second, as an answer's `Date` says it: an answer that sends validators sends this `Date` too, so
+    its Last-Modified is checked against the Date the client reads (a server's own Date can lag the clock by up to a
+    second: uvicorn refreshes it once a second, and `api.http_protocol` sends the answer's own instead)."""
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _whole_second_up(moment: datetime) -> datetime:
@@ -229,18 +246,27 @@ class ValidatedResponse(Response):
     a body, and one `Range` (`206`; `416` when all of it lies past the end; several ranges, which a server may
     ignore, the whole body) as `usable_range` cleans it."""
 
-    def __init__(self, head: bytes, tail: StoredTail | None, media_type: str, validators: Validators) -> None:
+    def __init__(
+        self,
+        head: bytes,
+        tail: StoredTail | None,
+        media_type: str,
+        validators: Validators,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(media_type=media_type)
         self.head, self.tail, self.validators = head, tail, validators
+        self.extra_headers = dict(extra_headers or {})
         self.size = len(head) + (tail.length if tail is not None else 0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Headers(scope=scope)
-        headers = {"accept-ranges": "bytes", **self.validators.headers()}
+        now = sent_at()
+        headers = {"accept-ranges": "bytes", **self.extra_headers, **self.validators.headers(now)}
         if self.validators.not_modified(request):
             await Response(status_code=304, headers=headers)(scope, receive, send)
             return
-        header = request.get("range") if self.validators.range_applies(request) else None
+        header = request.get("range") if self.validators.range_applies(request, now) else None
         usable = None if header is None else usable_range(header, self.size)
         spans = [] if usable is None else _spans(usable, self.size)
         if usable is not None and not spans:

@@ -6,6 +6,11 @@ protocol counts the bytes that arrive while a request's head is incomplete, and 
 and answers `431 Request Header Fields Too Large` and closes the connection when the head passes
 MAX_HEAD_BYTES or MAX_HEADER_FIELDS. Real clients send a few KiB at most (a bearer key, cookies).
 
+It also lets an answer's own `Date` (or any other header uvicorn adds to every answer) replace uvicorn's: uvicorn
+refreshes its `Date` once a second, so it can be up to a second behind the clock, and an answer that sends
+`Last-Modified` (`api.downloads.ValidatedResponse`) sends the `Date` it checked it against (RFC 9110 8.8.2.1: never
+a Last-Modified later than the Date).
+
 `voxcast serve` runs uvicorn with it; by hand: `uvicorn --factory api.app:app_from_env --http
 api.http_protocol:BoundedHttpToolsProtocol`.
 """
@@ -30,6 +35,17 @@ _REFUSAL = json.dumps(
 
 class _HeadTooLarge(Exception):
     """Raised from a parser callback; httptools turns it into a parse error that `send_400_response` sees."""
+
+
+class _ServerHeaders(list[tuple[bytes, bytes]]):
+    """The headers uvicorn puts on every answer (`Date`, `Server`), less those the answer sets itself.
+
+    uvicorn's cycle writes `default_headers + the answer's headers`: this list's `+` drops its own of the names the
+    answer has, so the answer's `Date` is the only one."""
+
+    def __add__(self, answers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
+        own = {name.lower() for name, _ in answers}
+        return [(name, value) for name, value in self if name not in own] + list(answers)
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -61,6 +77,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._head_too_large = True
             raise _HeadTooLarge
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.default_headers = _ServerHeaders(self.cycle.default_headers)
 
     def on_message_complete(self) -> None:
         self._in_head = True

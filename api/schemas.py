@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from api.params import ID_PATTERN, MAX_DATABASE_INT
 from api.podcast_categories import split_category
 from core.audio_formats import BITRATES, AudioFormat, BitrateFormat
 from core.job_events import AudioEvent, ProgressEvent, SegmentEvent
 from core.job_states import JobState, QueueKind
+from core.text_rules import drop_bidi_controls, forbidden_character
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState
 from script_text.plan import SEEDS, Mode
 
@@ -21,11 +24,47 @@ MAX_SEED = SEEDS - 1
 # store) have no place in them.
 PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"
 ShortText = Annotated[str, Field(min_length=1, max_length=100, pattern=PRINTABLE_TEXT)]
-TitleText = Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE_TEXT)]
+
+
+def _published(single_line: bool) -> BeforeValidator:
+    """The rule for text a feed, an MP3's tags and a web page carry (`core.text_rules`): a character they cannot
+    carry is refused, naming its position; bidirectional controls are dropped."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, str):
+            return value  # the type's own check says what is wrong
+        found = forbidden_character(value, single_line)
+        if found is not None:
+            raise PydanticCustomError("forbidden_character", "{reason}", {"reason": found.message(single_line)})
+        return drop_bidi_controls(value)
+
+    return BeforeValidator(check)
+
+
+# A title, an author: one line of published text.
+TitleText = Annotated[str, Field(min_length=1, max_length=200), _published(single_line=True)]
 # Show notes: line breaks are welcome. Apple Podcasts reads at most 4,000 characters of a description.
-DescriptionText = Annotated[str, Field(min_length=1, max_length=4000)]
+DescriptionText = Annotated[str, Field(min_length=1, max_length=4000), _published(single_line=False)]
 LanguageTag = Annotated[
-    str, Field(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$", description="a BCP 47 language tag: 'en', 'en-GB', 'de'")
+    str,
+    Field(
+        max_length=35,  # RFC 5646's advice for a tag's storage: 35 characters hold every tag in use
+        pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$",
+        description="a BCP 47 language tag: 'en', 'en-GB', 'de'",
+    ),
+]
+ShowType = Literal["episodic", "serial"]
+MAX_EMAIL_CHARS = 254  # RFC 5321's longest address
+
+
+def _email_address(value: str) -> str:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
+        raise PydanticCustomError("email", "an email address reads name@example.com: one @, a dotted domain, no spaces")
+    return value
+
+
+EmailAddress = Annotated[
+    str, Field(max_length=MAX_EMAIL_CHARS), _published(single_line=True), AfterValidator(_email_address)
 ]
 MAX_SPEECH_INPUT_CHARS = 4096  # OpenAI's limit; about five minutes of speech, one generation
 
@@ -56,6 +95,7 @@ class EpisodeOptions(_Body):
     title: TitleText = Field(description="the episode's title in the feed and its MP3's tags")
     description: DescriptionText | None = Field(None, description="the episode's notes (up to 4,000 characters)")
     number: int | None = Field(None, ge=1, le=MAX_DATABASE_INT, description="its number in the show, from 1")
+    season: int | None = Field(None, ge=1, le=MAX_DATABASE_INT, description="the season it belongs to, from 1")
 
 
 class JobOptions(_Body):
@@ -77,7 +117,9 @@ class JobOptions(_Body):
         "default 120 s), else `batch`",
     )
     priority: int = Field(5, ge=0, le=9, description="0..9; higher runs sooner within its queue")
-    title: str | None = Field(None, max_length=200, pattern=PRINTABLE_TEXT)
+    title: Annotated[str, Field(max_length=200), _published(single_line=True)] | None = Field(
+        None, description="what the studio lists it as; its MP3's title when it is no show's episode"
+    )
     episode: EpisodeOptions | None = Field(
         None, description="publish it as an episode of one of this key's shows once it is done; needs `mp3`"
     )
@@ -220,6 +262,7 @@ class EpisodeView(BaseModel):
     title: str
     description: str | None
     number: int | None
+    season: int | None
     published_at: datetime | None = Field(
         description="its pubDate: when it was first listed in the feed (null until the job is done)"
     )
@@ -318,6 +361,11 @@ class UsageList(BaseModel):
     keys: list[UsageView]
 
 
+CategoryName = Annotated[
+    str, Field(max_length=100, description="an Apple Podcasts category: 'Technology' or 'Category/Subcategory'")
+]
+
+
 class ShowFields(_Body):
     """What a show's feed says of it, as podcast directories require."""
 
@@ -325,8 +373,21 @@ class ShowFields(_Body):
     description: DescriptionText
     author: TitleText
     language: LanguageTag
-    category: str = Field(description="an Apple Podcasts category: 'Technology' or 'Category/Subcategory'")
+    category: CategoryName
     explicit: bool = False
+    owner_email: EmailAddress | None = Field(
+        None,
+        description="the owner's address, for directories to verify who owns the feed (its itunes:owner and "
+        "podcast:locked); published in the feed, so anyone holding the feed's URL reads it",
+    )
+    show_type: ShowType = Field(
+        "episodic", description="episodic: newest first; serial: in order, from episode 1 (apps list it that way)"
+    )
+    locked: bool = Field(
+        False,
+        description="podcast:locked: ask other hosting platforms not to import the feed (set it back to false before "
+        "moving the show to another host); said only with an owner_email",
+    )
 
     @field_validator("category")
     @classmethod
@@ -336,14 +397,17 @@ class ShowFields(_Body):
 
 
 class ShowChange(_Body):
-    """A show's fields to change; those left out stay as they are."""
+    """A show's fields to change; those left out stay as they are (`owner_email: null` removes the address)."""
 
     title: TitleText | None = None
     description: DescriptionText | None = None
     author: TitleText | None = None
     language: LanguageTag | None = None
-    category: str | None = None
+    category: CategoryName | None = None
     explicit: bool | None = None
+    owner_email: EmailAddress | None = None
+    show_type: ShowType | None = None
+    locked: bool | None = None
 
     @field_validator("category")
     @classmethod
@@ -355,6 +419,7 @@ class ShowEpisodeView(BaseModel):
     job_id: str
     title: str
     number: int | None
+    season: int | None
     state: JobState = Field(description="its job's state: the feed lists it once it is done")
     published_at: datetime | None
 
@@ -367,10 +432,17 @@ class ShowView(BaseModel):
     language: str
     category: str
     explicit: bool
+    owner_email: str | None
+    show_type: ShowType
+    locked: bool
     artwork: str | None = Field(description="the artwork's URL (with the key); null until one is uploaded")
     feed_url: str = Field(
         description="the feed podcast apps subscribe to; anyone holding it reads the feed and its files (no key), so "
         "rotate its token (`POST /v1/shows/{id}/feed-token`) to cut off an old one"
+    )
+    page_url: str = Field(
+        description="the show's public web page (the feed's channel link): artwork, description, episodes with "
+        "players, and the feed's URL to copy; reached by the same token as the feed"
     )
     podcast_guid: str = Field(description="the show's Podcasting 2.0 guid: it stays when the feed's URL changes")
     episodes: list[ShowEpisodeView] = Field(description="its episodes, newest first")

@@ -235,6 +235,11 @@ class Show(Base):
     language: Mapped[str] = mapped_column(String(35))  # a BCP 47 tag: "en", "en-GB"
     category: Mapped[str] = mapped_column(String(100))  # an Apple Podcasts category, "Technology" or "Arts/Books"
     explicit: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Who directories write to about the feed (itunes:owner, podcast:locked's owner); null: no owner in the feed.
+    owner_email: Mapped[str | None] = mapped_column(String(254), default=None)
+    show_type: Mapped[str] = mapped_column(String(16), default="episodic", server_default="episodic")  # or "serial"
+    # podcast:locked: other hosting platforms are asked not to import the feed (said only with an owner_email).
+    locked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     feed_token: Mapped[str] = mapped_column(String(64), unique=True, index=True)
     podcast_guid: Mapped[str] = mapped_column(String(36))
     # "jpg" or "png" once artwork is uploaded (its file: `core.storage.DataFolder.show_artwork`); null before.
@@ -251,7 +256,7 @@ class Show(Base):
 
 
 class Episode(Base):
-    """A job published in a show: its episode title, description and number. The job's MP3 is its enclosure.
+    """A job published in a show: its episode title, description, number and season. The job's MP3 is its enclosure.
 
     A job named a show when submitted is listed once it is done; `published_at` (the item's pubDate) is stamped the
     first time it is listed done, or when a done job is added, so it stays put when a turn is regenerated later.
@@ -264,6 +269,7 @@ class Episode(Base):
     title: Mapped[str] = mapped_column(String(200))
     description: Mapped[str | None] = mapped_column(Text, default=None)
     number: Mapped[int | None] = mapped_column(Integer, default=None)
+    season: Mapped[int | None] = mapped_column(Integer, default=None)
     published_at: Mapped[datetime | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utc_now)
 

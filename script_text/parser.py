@@ -69,6 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from core.text_rules import BIDI_CONTROLS
 from script_text.speech_text import has_words_to_say
 
 MAX_SPEAKERS = 4
@@ -264,7 +265,7 @@ _CLEAN_TABLE = str.maketrans(
         **dict.fromkeys(range(0x7F, 0xA0)),  # DEL and C1
         **dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF]),  # zero-width
         # Bidirectional embeddings, overrides and isolates: they reorder how text shows, never what is said.
-        **dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)]),
+        **dict.fromkeys(map(ord, BIDI_CONTROLS)),
         **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
         **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
     }

@@ -34,7 +34,7 @@ from api.errors import InvalidInput
 from api.schemas import EpisodeOptions, ShowFields
 from api.services.artwork import checked_artwork
 from api.services.episodes import add_episode, unpublish_job
-from api.services.podcast_feed import PODCAST_NAMESPACE, FeedChannel, FeedItem, render_feed
+from api.services.podcast_feed import ITUNES_NAMESPACE, PODCAST_NAMESPACE, FeedChannel, FeedItem, render_feed
 from api.services.shows import create_show, store_artwork
 from assembly.episode import Episode, write_episode
 from assembly.id3_tags import EpisodeTags, id3_tag, id3_tag_size
@@ -198,9 +198,13 @@ def feed_fixture(**changes: Any) -> tuple[FeedChannel, list[FeedItem]]:
         category="Arts/Books",
         explicit=False,
         feed_url=f"{base}.xml",
+        page_url=f"{base}.html",
         podcast_guid="917393e3-1b1e-5cef-ace4-edaa54e1f810",
         last_modified=now,
         artwork_url=f"{base}/artwork/abc.png",
+        owner_email="ann@example.com",
+        show_type="serial",
+        locked=True,
     )
     items = [
         FeedItem(
@@ -208,6 +212,7 @@ def feed_fixture(**changes: Any) -> tuple[FeedChannel, list[FeedItem]]:
             title=f"Episode {n} <and more>",
             description=f"Notes for {n}.",
             number=n,
+            season=2,
             published=now - timedelta(days=10 - n),
             seconds=3725.4 + n,
             enclosure_url=f"{base}/episodes/{n}.mp3",
@@ -232,9 +237,17 @@ def test_the_feed_reads_in_feedparser_with_every_item_and_what_directories_requi
     # .jpg/.png), category, explicit; and of an item: title, an enclosure with its length and type, a guid.
     assert feed.title == "The Show" and feed.summary == "Two hosts & a microphone." and feed.language == "en-GB"
     assert feed.image.href == channel.artwork_url and feed.image.href.endswith((".jpg", ".png"))
-    assert not feed.itunes_explicit and feed.author == "Ann Author"  # "no": None to feedparser ("yes" is True)
+    assert feed.author == "Ann Author" and feed.link == channel.page_url  # the channel's link: the show's page
+    assert feed.publisher_detail == {"name": "Ann Author", "email": "ann@example.com"}  # its itunes:owner
     assert [tag.term for tag in feed.tags] == ["Arts", "Books"]
     assert feed.podcast_guid == channel.podcast_guid
+    # What feedparser does not read, as Apple's and the Podcast Index's specs write it.
+    tree = etree.fromstring(body)
+    assert tree.findtext(f"channel/{{{ITUNES_NAMESPACE}}}explicit") == "false"
+    assert tree.findtext(f"channel/{{{ITUNES_NAMESPACE}}}type") == "serial"
+    (locked,) = tree.findall(f"channel/{{{PODCAST_NAMESPACE}}}locked")
+    assert (locked.text, locked.get("owner")) == ("yes", "ann@example.com")
+    assert [item.findtext(f"{{{PODCAST_NAMESPACE}}}season") for item in tree.iter("item")] == ["2", "2", "2"]
     assert [entry.title for entry in parsed.entries] == [
         "Episode 3 <and more>",
         "Episode 2 <and more>",
@@ -250,7 +263,7 @@ def test_the_feed_reads_in_feedparser_with_every_item_and_what_directories_requi
         )
         hours, minutes, seconds = map(int, entry.itunes_duration.split(":"))
         assert hours * 3600 + minutes * 60 + seconds == round(item.seconds)
-        assert int(entry.itunes_episode) == item.number
+        assert int(entry.itunes_episode) == item.number and int(entry.itunes_season) == item.season
         assert entry.published_parsed[:6] == item.published.timetuple()[:6]
     links = etree.fromstring(body).findall(f"channel/item/{{{PODCAST_NAMESPACE}}}*")
     found = {(link.tag.split("}")[1], link.get("type"), link.get("url")) for link in links if link.get("url")}
@@ -261,10 +274,14 @@ def test_the_feed_reads_in_feedparser_with_every_item_and_what_directories_requi
 
 
 def test_a_feed_without_artwork_or_episodes_still_parses() -> None:
-    channel, _ = feed_fixture(artwork_url=None, category="Technology", explicit=True)
-    parsed = feedparser.parse(render_feed(channel, []))
-    assert not parsed.bozo and parsed.entries == [] and parsed.feed.itunes_explicit is True
-    assert "image" not in parsed.feed
+    channel, _ = feed_fixture(artwork_url=None, category="Technology", explicit=True, owner_email=None)
+    body = render_feed(channel, [])
+    parsed = feedparser.parse(body)
+    assert not parsed.bozo and parsed.entries == []
+    assert "image" not in parsed.feed and "publisher_detail" not in parsed.feed
+    tree = etree.fromstring(body)
+    assert tree.findtext(f"channel/{{{ITUNES_NAMESPACE}}}explicit") == "true"
+    assert tree.find(f"channel/{{{PODCAST_NAMESPACE}}}locked") is None  # a lock names its owner
 
 
 def png(pixels: int, height: int | None = None, mode: str = "RGB", kind: str = "PNG") -> bytes:
@@ -298,8 +315,10 @@ def test_artwork_is_checked_as_podcast_directories_check_it() -> None:
 def test_validators_answer_conditional_requests_as_rfc_9110_says() -> None:
     changed = datetime(2026, 12, 1, 9, 30, 15, tzinfo=UTC)
     validators = Validators.of(b"content", changed)
-    headers = validators.headers()
+    now = changed + timedelta(minutes=5)
+    headers = validators.headers(now)
     assert headers["last-modified"] == "Tue, 01 Dec 2026 09:30:15 GMT"
+    assert headers["date"] == "Tue, 01 Dec 2026 09:35:15 GMT"
 
     def asks(**sent: str) -> Headers:
         return Headers({name.replace("_", "-"): value for name, value in sent.items()})
@@ -312,10 +331,14 @@ def test_validators_answer_conditional_requests_as_rfc_9110_says() -> None:
     # If-None-Match wins over If-Modified-Since
     assert not validators.not_modified(asks(if_none_match='"other"', if_modified_since=headers["last-modified"]))
     assert not validators.not_modified(asks(if_modified_since="not a date"))
-    assert validators.range_applies(asks())
-    assert validators.range_applies(asks(if_range=headers["etag"]))
-    assert not validators.range_applies(asks(if_range='"older"'))
-    assert not validators.range_applies(asks(if_range="Tue, 01 Dec 2026 09:00:00 GMT"))
+    assert validators.range_applies(asks(), now)
+    assert validators.range_applies(asks(if_range=headers["etag"]), now)
+    assert not validators.range_applies(asks(if_range='"older"'), now)
+    # a date must match Last-Modified exactly (RFC 9110, 13.1.5): an earlier one and a later one both fail
+    assert validators.range_applies(asks(if_range=headers["last-modified"]), now)
+    assert not validators.range_applies(asks(if_range="Tue, 01 Dec 2026 09:00:00 GMT"), now)
+    assert not validators.range_applies(asks(if_range="Tue, 01 Dec 2026 09:30:16 GMT"), now)
+    assert not validators.range_applies(asks(if_range="not a date"), now)
 
 
 def test_a_change_later_in_the_same_second_is_never_taken_for_a_copy_dated_that_second() -> None:
@@ -326,17 +349,21 @@ def test_a_change_later_in_the_same_second_is_never_taken_for_a_copy_dated_that_
         return Headers({"if-modified-since": date})
 
     # within the change's second the date sent is the answer's own (never later than it, RFC 9110 8.8.2.1) ...
-    within = validators.headers(now=changed + timedelta(milliseconds=300))["last-modified"]
+    within_second = changed.replace(microsecond=0)  # an answer sent at 09:30:15.7: its Date says 09:30:15
+    within = validators.headers(within_second)["last-modified"]
     assert within == "Tue, 01 Dec 2026 09:30:15 GMT"
     # ... which is earlier than the change: a copy dated 09:30:15, made before the change in that same second, is
     # sent again, and so is the one sent within the second, once
     assert not validators.not_modified(since(within))
-    assert not validators.range_applies(Headers({"if-range": within, "range": "bytes=0-1"}))
+    # a date equal to the answer's Date is weak (RFC 9110, 8.8.2.2): no range on it, even within that second
+    assert not validators.range_applies(Headers({"if-range": within, "range": "bytes=0-1"}), within_second)
     # from the next second on, the change's second rounded up, which holds
-    later = validators.headers(now=changed + timedelta(minutes=5))["last-modified"]
+    now = changed + timedelta(minutes=5)
+    later = validators.headers(now.replace(microsecond=0))["last-modified"]
     assert later == "Tue, 01 Dec 2026 09:30:16 GMT"
     assert validators.not_modified(since(later))
-    assert validators.range_applies(Headers({"if-range": later, "range": "bytes=0-1"}))
+    assert validators.range_applies(Headers({"if-range": later, "range": "bytes=0-1"}), now.replace(microsecond=0))
+    assert not validators.range_applies(Headers({"if-range": within, "range": "bytes=0-1"}), now.replace(microsecond=0))
 
 
 # --- the feed routes in this process: a real database (SQLite and PostgreSQL) and data folder, no key, no Redis ---

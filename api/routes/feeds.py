@@ -1,4 +1,5 @@
-"""A show's feed and its files, for podcast apps: reached by the feed's token, with no key (`api.services.feed_files`).
+"""A show's feed, its files and its web page, for podcast apps and listeners: reached by the feed's token, with no key
+(`api.services.feed_files`).
 
 Every route answers GET and HEAD, with `ETag`, `Last-Modified`, conditional requests (`304`) and `Range`, and any
 origin may read them (`api.feed_cors`)."""
@@ -25,6 +26,11 @@ _READ = list(FEED_METHODS)
 @router.api_route("/{token}.xml", methods=_READ, summary="A show's feed: RSS 2.0, iTunes and Podcasting 2.0 tags")
 def feed(token: FeedToken, session: SessionDep, services: ServicesDep, base_url: BaseUrl) -> Response:
     return feed_files.feed_response(services, session, token, base_url)
+
+
+@router.api_route("/{token}.html", methods=_READ, summary="A show's web page: its episodes, with players")
+def page(token: FeedToken, session: SessionDep, services: ServicesDep, base_url: BaseUrl) -> Response:
+    return feed_files.page_response(services, session, token, base_url)
 
 
 @router.api_route("/{token}/artwork/{version}.{extension}", methods=_READ, summary="The show's artwork")

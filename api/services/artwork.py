@@ -2,15 +2,21 @@
 RGB (Apple Podcasts' rules; Spotify and the others take what Apple takes).
 
 The image is read with Pillow: its header first (format and size, with no pixels decoded, so a 60,000-pixel-wide
-"image" costs nothing), then decoded whole once, to refuse a file cut short or corrupt before it is stored.
+"image" costs nothing), then decoded whole once, to refuse a file cut short or corrupt before it is stored. Pillow
+parses bytes anyone may send, and says what it dislikes with whatever exception its parser raises (a `ValueError`
+for a compressed PNG chunk that inflates past its limit, a `SyntaxError` for a broken chunk, an `OSError` or
+`EOFError` for a file cut short): every one of them is the upload's problem, a 422 that says it in words
+(`_unreadable`), never a 500 and never a Python repr.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
+from PIL.PngImagePlugin import MAX_TEXT_CHUNK
 
 from api.errors import InvalidInput, Problem
 
@@ -43,16 +49,47 @@ def checked_artwork(data: bytes, field: str = "file") -> Artwork:
     try:
         with Image.open(io.BytesIO(data)) as image:
             kind, (width, height), mode = image.format, image.size, image.mode
-            if kind not in ARTWORK_FORMATS:
-                raise _refused(field, f"the artwork is {kind or 'an unknown'} image; podcast directories take {rule}")
-            if width != height or not MIN_ARTWORK_PIXELS <= width <= MAX_ARTWORK_PIXELS:
-                raise _refused(field, f"the artwork is {width}×{height} pixels; podcast directories take {rule}")
-            if mode not in RGB_MODES:
-                raise _refused(field, f"the artwork's colours are {mode}, not RGB; podcast directories take {rule}")
-            image.load()  # every pixel decoded once: a file cut short or corrupt is refused here, not in an app
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as error:
-        raise _refused(field, f"the artwork is not an image Pillow can read ({error}); send {rule}") from error
+            problem = _shape_problem(kind, width, height, mode)
+            if problem is None:
+                image.load()  # every pixel decoded once: a file cut short or corrupt is refused here, not in an app
+    except Exception as error:  # noqa: BLE001 -- whatever Pillow's parsers raise, the upload is what is wrong
+        raise _refused(
+            field, f"the artwork is not an image Pillow can read: {_unreadable(error)}; send {rule}"
+        ) from error
+    if problem is not None:
+        raise _refused(field, f"{problem}; podcast directories take {rule}")
     return Artwork(data, ARTWORK_FORMATS[kind][0], width)
+
+
+def _shape_problem(kind: str | None, width: int, height: int, mode: str) -> str | None:
+    """What in the image's header a directory refuses; None when nothing."""
+    if kind not in ARTWORK_FORMATS:
+        return f"the artwork is {kind or 'an unknown'} image"
+    if width != height or not MIN_ARTWORK_PIXELS <= width <= MAX_ARTWORK_PIXELS:
+        return f"the artwork is {width}×{height} pixels"
+    if mode not in RGB_MODES:
+        return f"the artwork's colours are {mode}, not RGB"
+    return None
+
+
+_REPR = re.compile(r"<[^<>]*\bat 0x[0-9a-fA-F]+>")  # "<_io.BytesIO object at 0x7f…>", which says nothing to a person
+
+
+def _unreadable(error: Exception) -> str:
+    """Why Pillow could not read an upload, in words."""
+    message = str(error)
+    if isinstance(error, UnidentifiedImageError):
+        return "its first bytes are neither a JPEG's nor a PNG's"
+    if isinstance(error, Image.DecompressionBombError):
+        return "it claims far more pixels than any artwork has, as a decompression bomb does"
+    if isinstance(error, ValueError) and ("Decompressed data too large" in message or "text chunks" in message):
+        return (
+            f"a compressed chunk in it (text or a colour profile) inflates past the {MAX_TEXT_CHUNK >> 20} MiB Pillow "
+            "allows, as a decompression bomb does; save the image again without its metadata"
+        )
+    if isinstance(error, EOFError) or "truncated" in message:
+        return "it is cut short or damaged"
+    return f"it is damaged ({_REPR.sub('the upload', message) or type(error).__name__})"
 
 
 def _refused(field: str, message: str) -> InvalidInput:

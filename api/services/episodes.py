@@ -32,11 +32,14 @@ def episode_guid(job_id: str) -> str:
     return str(uuid.uuid5(_EPISODE_GUID_NAMESPACE, job_id))
 
 
-def check_episode(session: Session, caller: Caller, options: EpisodeOptions, formats: Sequence[str]) -> Show:
-    """The show a submission names, once it is the caller's and the job writes an MP3; else 422 naming the field."""
+def check_episode(
+    session: Session, caller: Caller, options: EpisodeOptions, formats: Sequence[str], at: str = "episode."
+) -> Show:
+    """The show a submission names, once it is the caller's and the job writes an MP3; else 422 naming the field
+    (`at` is where the options are in the body: `episode.` in a job's submission, nothing in `PUT .../episode`)."""
     show = session.get(Show, options.show_id)
     if show is None or not (caller.is_admin or show.owner_id == caller.key_id):
-        raise InvalidInput([Problem("episode.show_id", f"no show {options.show_id}; create one with POST /v1/shows")])
+        raise InvalidInput([Problem(f"{at}show_id", f"no show {options.show_id}; create one with POST /v1/shows")])
     if EPISODE_FORMAT not in formats:
         raise InvalidInput([Problem("formats", _needs_mp3(", ".join(formats)))])
     return show
@@ -49,6 +52,7 @@ def add_episode(session: Session, job: Job, show: Show, options: EpisodeOptions)
     episode.title = options.title
     episode.description = options.description
     episode.number = options.number
+    episode.season = options.season
     episode.updated_at = utc_now()
     if episode.published_at is None and job.job_state is JobState.DONE:
         episode.published_at = utc_now()
@@ -60,7 +64,7 @@ def add_episode(session: Session, job: Job, show: Show, options: EpisodeOptions)
 
 def publish_job(session: Session, caller: Caller, job: Job, options: EpisodeOptions) -> Episode:
     """`PUT /v1/jobs/{id}/episode`: a job, done or still in flight, as an episode of one of the caller's shows."""
-    show = check_episode(session, caller, options, job.formats)
+    show = check_episode(session, caller, options, job.formats, at="")
     if job.job_state in (JobState.FAILED, JobState.CANCELLED):
         raise Conflict(f"job {job.id} is {job.state}: it has no episode to publish (an admin may retry it)")
     return add_episode(session, job, show, options)
@@ -97,6 +101,7 @@ def episode_view(session: Session, job: Job) -> EpisodeView | None:
         title=episode.title,
         description=episode.description,
         number=episode.number,
+        season=episode.season,
         published_at=episode.published_at,
         guid=episode_guid(job.id),
     )

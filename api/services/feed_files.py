@@ -1,6 +1,7 @@
 """The public side of a show: its feed and its files, reached by the feed's token alone (podcast apps send no key).
 
     /feeds/<token>.xml                         the feed
+    /feeds/<token>.html                        the show's web page, the feed's channel link (`api.services.show_page`)
     /feeds/<token>/artwork/<version>.<jpg|png> the show's artwork (a new file name when it changes, as Apple asks)
     /feeds/<token>/episodes/<job id>.mp3       an episode, ID3-tagged (`api.services.tagged_audio`)
     /feeds/<token>/episodes/<job id>.<vtt|srt> its transcripts
@@ -38,11 +39,13 @@ from api.errors import NotFound
 from api.services.artwork import ARTWORK_MEDIA_TYPES
 from api.services.episodes import episode_guid, stamp_published
 from api.services.podcast_feed import TRANSCRIPT_MEDIA_TYPES, FeedChannel, FeedItem, render_feed
-from api.services.shows import feed_url
+from api.services.show_page import SHOW_PAGE_HEADERS, render_show_page
+from api.services.shows import feed_url, page_url
 from api.services.tagged_audio import episode_chapters, tagged_mp3
 from assembly.transcripts import CHAPTERS_MEDIA_TYPE, chapters_document
 from core.file_store import StoredFile
 from core.models import Episode, Job, Show, utc_now
+from core.text_rules import publishable
 
 _NOT_FOUND = "no such feed or file"
 
@@ -76,11 +79,29 @@ def listed_episode(session: Session, show: Show, job_id: str) -> tuple[Episode, 
 
 def feed_response(services: ApiServices, session: Session, token: str, base_url: str) -> ValidatedResponse:
     """The show's feed: every listed episode whose MP3 is stored (one removed meanwhile is left out)."""
+    channel, items, digest = _published(services, session, token, base_url)
+    body = render_feed(channel, items)
+    validators = Validators.of(body + digest.encode(), channel.last_modified)
+    return ValidatedResponse(body, None, "application/rss+xml; charset=utf-8", validators)
+
+
+def page_response(services: ApiServices, session: Session, token: str, base_url: str) -> ValidatedResponse:
+    """The show's web page: what its feed says, for a person (its artwork, words, episodes with players)."""
+    channel, items, digest = _published(services, session, token, base_url)
+    body = render_show_page(channel, items)
+    validators = Validators.of(body + digest.encode(), channel.last_modified)
+    return ValidatedResponse(body, None, "text/html; charset=utf-8", validators, SHOW_PAGE_HEADERS)
+
+
+def _published(
+    services: ApiServices, session: Session, token: str, base_url: str
+) -> tuple[FeedChannel, list[FeedItem], str]:
+    """What the show publishes now, as its feed and its page say it (the channel's `last_modified`: when that last
+    changed), and a digest of it and of the files it points at (`_content_digest`)."""
     show = show_by_token(session, token)
-    episodes = listed_episodes(session, show)
     root = f"{base_url}/feeds/{show.feed_token}"
     items, enclosure_etags = [], []
-    for episode, job in episodes:
+    for episode, job in listed_episodes(session, show):
         try:
             mp3 = tagged_mp3(services.data, job, episode)
         except FileNotFoundError:
@@ -92,7 +113,8 @@ def feed_response(services: ApiServices, session: Session, token: str, base_url:
                 title=episode.title,
                 description=episode.description,
                 number=episode.number,
-                published=_published(episode),
+                season=episode.season,
+                published=_published_at(episode),
                 seconds=job.audio_seconds or 0.0,
                 enclosure_url=f"{files}.mp3",
                 enclosure_bytes=mp3.size,
@@ -109,16 +131,16 @@ def feed_response(services: ApiServices, session: Session, token: str, base_url:
         category=show.category,
         explicit=show.explicit,
         feed_url=feed_url(base_url, show.feed_token),
+        page_url=page_url(base_url, show.feed_token),
         podcast_guid=show.podcast_guid,
         last_modified=show.feed_changed_at or show.updated_at,  # replaced below by the change this answer finds
         artwork_url=_artwork_url(services, show, root),
+        owner_email=show.owner_email,
+        show_type=show.show_type,
+        locked=show.locked,
     )
     digest = _content_digest(channel, items, enclosure_etags, base_url)
-    changed = _feed_changed_at(show, digest)
-    body = render_feed(replace(channel, last_modified=changed), items)
-    return ValidatedResponse(
-        body, None, "application/rss+xml; charset=utf-8", Validators.of(body + digest.encode(), changed)
-    )
+    return replace(channel, last_modified=_feed_changed_at(show, digest)), items, digest
 
 
 def _content_digest(channel: FeedChannel, items: list[FeedItem], enclosure_etags: list[str], base_url: str) -> str:
@@ -178,7 +200,11 @@ def chapters_response(services: ApiServices, session: Session, token: str, job_i
         raise NotFound(_NOT_FOUND) from None
     show = episode.show
     document = chapters_document(
-        chapters, title=episode.title, podcastName=show.title, author=show.author, fileName=f"{job.id}.mp3"
+        chapters,
+        title=publishable(episode.title),
+        podcastName=publishable(show.title),
+        author=publishable(show.author),
+        fileName=f"{job.id}.mp3",
     )
     body = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     changed = max(stored.modified, episode.updated_at, show.updated_at)
@@ -235,6 +261,6 @@ def _artwork_url(services: ApiServices, show: Show, root: str) -> str | None:
     return None if artwork is None else f"{root}/artwork/{artwork.version}.{show.artwork_format}"
 
 
-def _published(episode: Episode) -> datetime:
+def _published_at(episode: Episode) -> datetime:
     assert episode.published_at is not None  # listed episodes have one
     return episode.published_at

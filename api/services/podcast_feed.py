@@ -1,9 +1,12 @@
 """A show's feed as podcast apps and directories read it: RSS 2.0 with Apple's iTunes tags and the Podcasting 2.0
-namespace, built with feedgen (its podcast extension for the iTunes tags, and `PodcastIndexExtension` below for the
-Podcasting 2.0 ones: `podcast:guid`, `podcast:transcript`, `podcast:chapters`, `podcast:episode`).
+namespace, built with feedgen (its podcast extension for most iTunes tags, `AppleExtension` below for
+`itunes:explicit` as Apple now spells it, and `PodcastIndexExtension` for the Podcasting 2.0 ones: `podcast:guid`,
+`podcast:locked`, `podcast:transcript`, `podcast:chapters`, `podcast:episode`, `podcast:season`).
 
 Rendering is a pure function of `FeedChannel` and `FeedItem`s: the same show and episodes give the same bytes (its
 `lastBuildDate` is the newest change, not the time of the request), so a feed's ETag changes only when it does.
+Every text is written as `core.text_rules.publishable` leaves it: the api refuses what XML cannot carry, and a row
+stored before that rule cannot take the feed down.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from lxml import etree
 
 from api.podcast_categories import split_category
 from assembly.transcripts import CHAPTERS_MEDIA_TYPE
+from core.text_rules import publishable
 
 PODCAST_NAMESPACE = "https://podcastindex.org/namespace/1.0"
+ITUNES_NAMESPACE = "http://www.itunes.com/dtds/podcast-1.0.dtd"
 MP3_MEDIA_TYPE = "audio/mpeg"
 TRANSCRIPT_MEDIA_TYPES = {"vtt": "text/vtt", "srt": "application/x-subrip"}
 _EXTENSION = "podcastindex"
+_APPLE_EXTENSION = "apple"
 
 
 @dataclass(frozen=True)
@@ -36,9 +42,13 @@ class FeedChannel:
     category: str  # "Technology" or "Arts/Books"
     explicit: bool
     feed_url: str
+    page_url: str  # the show's web page: the channel's <link>
     podcast_guid: str
     last_modified: datetime
     artwork_url: str | None = None  # ends in .jpg or .png, as Apple asks
+    owner_email: str | None = None  # itunes:owner (with the author as its name) and podcast:locked's owner
+    show_type: str = "episodic"  # or "serial"
+    locked: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,30 +65,38 @@ class FeedItem:
     transcript_urls: dict[str, str] = field(default_factory=dict)  # "vtt" / "srt": URL
     description: str | None = None
     number: int | None = None
+    season: int | None = None
 
 
 def render_feed(channel: FeedChannel, items: Sequence[FeedItem]) -> bytes:
     """The feed's XML (UTF-8), items newest first."""
     feed = FeedGenerator()
     feed.load_extension("podcast")
+    feed.register_extension(_APPLE_EXTENSION, AppleExtension, atom=False, rss=True)
     feed.register_extension(_EXTENSION, PodcastIndexExtension, PodcastIndexEntryExtension, atom=False, rss=True)
-    feed.title(channel.title)
-    feed.description(channel.description)
+    title, author = publishable(channel.title), publishable(channel.author)
+    description = publishable(channel.description) or title  # RSS requires one
+    feed.title(title)
+    feed.description(description)
     feed.link(href=channel.feed_url, rel="self")
-    feed.link(href=channel.feed_url, rel="alternate")
+    feed.link(href=channel.page_url, rel="alternate")
     feed.language(channel.language)
     feed.lastBuildDate(channel.last_modified)
     feed.generator("voxcast")
     category, subcategory = split_category(channel.category)
     feed.podcast.itunes_category({"cat": category, "sub": subcategory} if subcategory else {"cat": category})
-    feed.podcast.itunes_author(channel.author)
-    feed.podcast.itunes_summary(channel.description)
-    feed.podcast.itunes_explicit("yes" if channel.explicit else "no")
-    feed.podcast.itunes_type("episodic")
+    feed.podcast.itunes_author(author)
+    feed.podcast.itunes_summary(description)
+    feed.podcast.itunes_type(channel.show_type)
+    getattr(feed, _APPLE_EXTENSION).explicit = channel.explicit
+    if channel.owner_email is not None:
+        feed.podcast.itunes_owner(name=author, email=publishable(channel.owner_email))
     if channel.artwork_url is not None:
         feed.podcast.itunes_image(channel.artwork_url)
-        feed.image(url=channel.artwork_url, title=channel.title, link=channel.feed_url)
-    getattr(feed, _EXTENSION).guid = channel.podcast_guid
+        feed.image(url=channel.artwork_url, title=title, link=channel.page_url)
+    podcast = getattr(feed, _EXTENSION)
+    podcast.guid = channel.podcast_guid
+    podcast.locked_by = None if channel.owner_email is None else (publishable(channel.owner_email), channel.locked)
     for item in sorted(items, key=lambda item: item.published):  # feedgen puts the last added first
         _add_item(feed, item)
     return feed.rss_str(pretty=True, encoding="UTF-8", xml_declaration=True)
@@ -87,20 +105,23 @@ def render_feed(channel: FeedChannel, items: Sequence[FeedItem]) -> bytes:
 def _add_item(feed: FeedGenerator, item: FeedItem) -> None:
     entry = feed.add_entry()
     entry.guid(item.guid, permalink=False)
-    entry.title(item.title)
+    entry.title(publishable(item.title))
     entry.published(item.published)
-    if item.description:
-        entry.description(item.description)
-        entry.podcast.itunes_summary(item.description)
+    if description := publishable(item.description or ""):
+        entry.description(description)
+        entry.podcast.itunes_summary(description)
     entry.enclosure(item.enclosure_url, str(item.enclosure_bytes), MP3_MEDIA_TYPE)
     entry.podcast.itunes_duration(_clock(item.seconds))
     entry.podcast.itunes_episode_type("full")
     if item.number is not None:
         entry.podcast.itunes_episode(item.number)
+    if item.season is not None:
+        entry.podcast.itunes_season(item.season)
     extension = getattr(entry, _EXTENSION)
     extension.transcripts = dict(item.transcript_urls)
     extension.chapters_url = item.chapters_url
     extension.number = item.number
+    extension.season = item.season
 
 
 def _clock(seconds: float) -> str:
@@ -116,11 +137,28 @@ def _podcast_element(parent: etree._Element, name: str, text: str | None = None,
         element.text = text
 
 
+class AppleExtension(BaseExtension):
+    """`itunes:explicit` as Apple's current spec writes it, `true` or `false` (feedgen writes the older yes/no)."""
+
+    def __init__(self) -> None:
+        self.explicit = False
+
+    def extend_ns(self) -> dict[str, str]:
+        return {"itunes": ITUNES_NAMESPACE}
+
+    def extend_rss(self, rss_feed: etree._Element) -> etree._Element:
+        element = etree.SubElement(rss_feed[0], f"{{{ITUNES_NAMESPACE}}}explicit")
+        element.text = "true" if self.explicit else "false"
+        return rss_feed
+
+
 class PodcastIndexExtension(BaseExtension):
-    """The feed's Podcasting 2.0 tags: `podcast:guid` (the show's identity, whatever its URL)."""
+    """The feed's Podcasting 2.0 tags: `podcast:guid` (the show's identity, whatever its URL) and `podcast:locked`
+    (whether other platforms may import the feed, and the owner's address that can unlock it)."""
 
     def __init__(self) -> None:
         self.guid: str | None = None
+        self.locked_by: tuple[str, bool] | None = None  # the owner's address, and whether the feed is locked
 
     def extend_ns(self) -> dict[str, str]:
         return {"podcast": PODCAST_NAMESPACE}
@@ -128,17 +166,21 @@ class PodcastIndexExtension(BaseExtension):
     def extend_rss(self, rss_feed: etree._Element) -> etree._Element:
         if self.guid is not None:
             _podcast_element(rss_feed[0], "guid", self.guid)
+        if self.locked_by is not None:
+            owner, locked = self.locked_by
+            _podcast_element(rss_feed[0], "locked", "yes" if locked else "no", owner=owner)
         return rss_feed
 
 
 class PodcastIndexEntryExtension(BaseEntryExtension):
     """An item's Podcasting 2.0 tags: `podcast:transcript` per transcript, `podcast:chapters` (JSON chapters),
-    `podcast:episode` (its number)."""
+    `podcast:season` and `podcast:episode` (its numbers)."""
 
     def __init__(self) -> None:
         self.transcripts: dict[str, str] = {}
         self.chapters_url: str | None = None
         self.number: int | None = None
+        self.season: int | None = None
 
     def extend_rss(self, item: etree._Element) -> etree._Element:
         for kind, url in self.transcripts.items():
@@ -146,6 +188,8 @@ class PodcastIndexEntryExtension(BaseEntryExtension):
             _podcast_element(item, "transcript", url=url, type=TRANSCRIPT_MEDIA_TYPES[kind], **rel)
         if self.chapters_url is not None:
             _podcast_element(item, "chapters", url=self.chapters_url, type=CHAPTERS_MEDIA_TYPE)
+        if self.season is not None:
+            _podcast_element(item, "season", str(self.season))
         if self.number is not None:
             _podcast_element(item, "episode", str(self.number))
         return item

@@ -38,6 +38,11 @@ def feed_url(base_url: str, token: str) -> str:
     return f"{base_url}/feeds/{token}.xml"
 
 
+def page_url(base_url: str, token: str) -> str:
+    """The show's public web page, the feed's channel link (`api.services.show_page`)."""
+    return f"{base_url}/feeds/{token}.html"
+
+
 def create_show(session: Session, caller: Caller, fields: ShowFields, base_url: str) -> Show:
     token = new_feed_token()
     address = feed_url(base_url, token).split("://", 1)[-1].rstrip("/")
@@ -63,10 +68,14 @@ def list_shows(session: Session, caller: Caller) -> list[Show]:
     return visible_rows(session, caller, Show, Show.created_at)
 
 
+_CLEARABLE = {"owner_email"}  # a null in a change removes these; the other fields always have a value
+
+
 def change_show(session: Session, caller: Caller, show_id: str, change: ShowChange) -> Show:
     show = owned_show(session, caller, show_id)
-    for name, value in change.model_dump(exclude_unset=True, exclude_none=True).items():
-        setattr(show, name, value)
+    for name, value in change.model_dump(exclude_unset=True).items():
+        if value is not None or name in _CLEARABLE:
+            setattr(show, name, value)
     show.updated_at = utc_now()
     session.flush()
     return show
@@ -122,6 +131,7 @@ def show_view(session: Session, show: Show, base_url: str) -> ShowView:
             job_id=episode.job_id,
             title=episode.title,
             number=episode.number,
+            season=episode.season,
             state=state,
             published_at=episode.published_at,
         )
@@ -135,8 +145,12 @@ def show_view(session: Session, show: Show, base_url: str) -> ShowView:
         language=show.language,
         category=show.category,
         explicit=show.explicit,
+        owner_email=show.owner_email,
+        show_type=show.show_type,
+        locked=show.locked,
         artwork=f"/v1/shows/{show.id}/artwork" if show.artwork_format else None,
         feed_url=feed_url(base_url, show.feed_token),
+        page_url=page_url(base_url, show.feed_token),
         podcast_guid=show.podcast_guid,
         episodes=episodes,
         created_at=show.created_at,

@@ -5,7 +5,8 @@ episode's title or number, change after the audio is made (and a finished job ca
 every episode's file for that (in an object store, a download and an upload of each) would leave files and feed
 out of step while it ran. The stored MP3 stays as the worker wrote it; the tag (`assembly.id3_tags`) goes in front
 of its audio frames as it is sent, so the length in the feed, the bytes sent, and Range requests all agree. The same
-tag contents give the same bytes: a file's length and ETag change only when what it says does.
+tag contents give the same bytes: a file's length and ETag change only when what it says does. Its words are written
+as `core.text_rules.publishable` leaves them (a NUL would end an ID3 text frame early).
 
 What each tag needs from the store (a file's first bytes, its chapters, a show's artwork) is read once per version
 of that file and kept in this process.
@@ -26,6 +27,7 @@ from assembly.transcripts import Chapter, chapters_from_document
 from core.file_store import FileStore, StoredFile
 from core.models import Episode, Job, Show
 from core.storage import DataFolder
+from core.text_rules import publishable
 
 EPISODE_MP3 = "episode.mp3"
 EPISODE_CHAPTERS = "episode.chapters.json"
@@ -52,13 +54,13 @@ def tagged_mp3(data: DataFolder, job: Job, episode: Episode | None) -> TaggedMp3
     mp3 = _stat(files, mp3_path)
     show = episode.show if episode is not None else None
     tags = EpisodeTags(
-        title=episode.title if episode is not None else job.title or "Untitled",
+        title=publishable(episode.title if episode is not None else job.title or "") or "Untitled",
         seconds=job.audio_seconds or 0.0,
         chapters=episode_chapters(data, job)[0],
-        show=show.title if show is not None else None,
-        author=show.author if show is not None else None,
+        show=publishable(show.title) if show is not None else None,
+        author=publishable(show.author) if show is not None else None,
         number=episode.number if episode is not None else None,
-        description=episode.description if episode is not None else None,
+        description=publishable(episode.description) if episode is not None and episode.description else None,
         **_artwork_tags(data, show),
     )
     tag = id3_tag(tags)
