@@ -189,3 +189,11 @@ def test_online_puts_interactive_work_first_then_requests_without_audio() -> Non
     ]
     policy = policy_that_saw({1: 0.010, 2: 0.010})  # rows cost nothing more: every row steps
     assert policy.plan(requests, BUDGET).decode == (2, 3)  # interactive first, then what has no audio yet
+
+
+def test_batch_work_gives_its_memory_back_before_a_stream_of_the_same_importance() -> None:
+    stream = RequestView(1, 0.0, 0, True, True, 0.5, "show", admitted=1)
+    batch = RequestView(2, 0.0, 0, True, False, 0.0, "long", admitted=0)
+    later_stream = replace(stream, request_id=3, admitted=2)
+    assert choose_victim([stream, batch, later_stream]) == 2  # the batch job, though admitted first
+    assert choose_victim([stream, later_stream]) == 3  # among streams, the most recent

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
+from core.audio_rates import FRAMES_PER_SECOND
 from pipeline.engine.kv_blocks import NULL_BLOCK, BlockPool, PoolExhausted
 from pipeline.engine.requests import (
     EngineEvent,
@@ -116,6 +117,10 @@ class EngineConfig:
     # Online: a step holding interactive work takes at most this many times what its interactive rows alone take
     # (batch rows beyond that sit the step out); see `OnlinePolicy`.
     interactive_slowdown: float = INTERACTIVE_SLOWDOWN
+    # Online: admit a request beside streams only while a step with one more row is predicted (from the steps
+    # the engine ran) to take at most this share of a frame's playback time, so admitted streams stay on time
+    # under overload and the rest wait with a queue place (`queue_places`); None: rows and memory alone decide.
+    realtime_headroom: float | None = 0.9
 
     def make_policy(self) -> Policy:
         if self.policy == "online":
@@ -138,6 +143,15 @@ class StepTiming:
 
 
 StepListener = Callable[[StepTiming], None]
+
+
+@dataclass(frozen=True)
+class QueuePlace:
+    """Where a waiting request stands: what a caller tells a listener instead of a stuttering stream."""
+
+    request_id: int
+    position: int  # 1: the next to get a row
+    start_in_seconds: float  # estimate: every request ahead runs to its token budget at the recent step rate
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,8 @@ class Engine:
         self.warm_up_report: WarmUpReport | None = None  # set by `warm_up.prepare_to_serve`
         self._admissions = itertools.count(1)
         self._step_listeners: list[StepListener] = []
+        self._step_seconds: float | None = None  # moving average of the time from one model step to the next
+        self._last_step_end: float | None = None
         logger.info(
             "engine ready",
             extra={
@@ -299,6 +315,53 @@ class Engine:
             warm_up_seconds=None if self.warm_up_report is None else self.warm_up_report.seconds,
         )
 
+    def queue_places(self) -> list[QueuePlace]:
+        """Every waiting request's place in the admission order and when it should get a row.
+
+        The estimate lets every running request and every one ahead run to its token budget (prefill chunks
+        included) at the recent seconds per step (before any, the learnt cost of a step of the rows in use; else 0):
+        an upper bound where requests end early at their eos."""
+        with self.lock:
+            waiting = list(self.waiting.values())
+        if not waiting:
+            return []
+        by_id = {state.request_id: state for state in waiting}
+        order = admission_order([self._view(state) for state in waiting], [self._view(s) for s in self.active.values()])
+        step = self._step_seconds or self._predicted_step(len(self.active)) or 0.0
+        rows = self._admittable_rows(
+            streams=any(state.request.streaming for state in (*waiting, *self.active.values()))
+        )
+        free_at = sorted(self._steps_left(state) * step for state in self.active.values())[:rows]
+        free_at += [0.0] * (rows - len(free_at))
+        heapq.heapify(free_at)
+        places = []
+        for position, request_id in enumerate(order, 1):
+            start = heapq.heappop(free_at)
+            heapq.heappush(free_at, start + self._steps_left(by_id[request_id]) * step)
+            places.append(QueuePlace(request_id, position, start))
+        return places
+
+    def _predicted_step(self, rows: int) -> float | None:
+        """A decode step's seconds with `rows` rows as the online policy learnt them (None: not known)."""
+        return self.policy.costs.estimate(max(rows, 1)) if isinstance(self.policy, OnlinePolicy) else None
+
+    def _admittable_rows(self, streams: bool) -> int:
+        """Rows that can be busy at once: the step's batch, or fewer where the headroom keeps streams on time."""
+        rows = min(self.budget.max_batch, self.spec.rows)
+        headroom = self.config.realtime_headroom
+        if not streams or headroom is None or not isinstance(self.policy, OnlinePolicy):
+            return rows
+        for count in range(2, rows + 1):
+            predicted = self._predicted_step(count)
+            if predicted is not None and predicted > headroom / FRAMES_PER_SECOND:
+                return count - 1
+        return rows
+
+    def _steps_left(self, state: RequestState) -> int:
+        """Steps a request needs at most to finish: its prompt's chunks, then a token a step."""
+        prompt = state.prefill_length - state.prefilled if state.row is not None else state.request.prompt.length
+        return -(-prompt // self.budget.prefill_chunk) + max(0, state.request.max_new_tokens - len(state.tokens))
+
     def on_step(self, listener: StepListener) -> None:
         """Call `listener` after every step that ran the model, on the stepping thread: it must be quick and never
         raise (a worker's metrics are one)."""
@@ -360,6 +423,7 @@ class Engine:
         self._drop_cancelled()
         self._admit()
         if not self.active:
+            self._last_step_end = None  # idle: the wait for work is no step's time
             self._record_all(self.runner.flush())  # a step still in flight holds only requests that have ended
             return False
         plan = self.policy.plan([self._view(state) for state in self.active.values()], self.budget)
@@ -379,7 +443,12 @@ class Engine:
             logger.warning("engine step failed; retrying its requests one by one", exc_info=True)
             self._retry_alone(len(prefill) + len(decode))
             return True
-        seconds = self.clock() - started
+        ended = self.clock()
+        seconds = ended - started
+        if self._last_step_end is not None:  # the engine was busy since: a step's whole time, host work included
+            interval = ended - self._last_step_end
+            self._step_seconds = interval if self._step_seconds is None else 0.9 * self._step_seconds + 0.1 * interval
+        self._last_step_end = ended
         prefill_tokens = sum(tokens for _, tokens in prefill)
         self.policy.observe(len(decode), prefill_tokens, seconds)
         self._record_all(outcomes)
@@ -413,8 +482,8 @@ class Engine:
         """
         with self.lock:
             waiting = list(self.waiting.values())
-        if not waiting:
-            return
+        if not waiting or (not self.free_rows and not any(state.request.interactive for state in waiting)):
+            return  # nobody can start: spare a long queue its ordering at every step
         active_views = [self._view(state) for state in self.active.values()]
         by_id = {state.request_id: state for state in waiting}
         for request_id in admission_order([self._view(state) for state in waiting], active_views):
@@ -428,7 +497,24 @@ class Engine:
             self._start(state)
 
     def _room_for(self, state: RequestState) -> bool:
-        return bool(self.free_rows) and self._blocks_to_start(state) <= self.pool.free
+        return (
+            bool(self.free_rows)
+            and self._blocks_to_start(state) <= self.pool.free
+            and self._keeps_streams_on_time(state)
+        )
+
+    def _keeps_streams_on_time(self, state: RequestState) -> bool:
+        """Whether a step with one more row is predicted to stay within the headroom of a frame's playback time,
+        when streams are (or would be) among the rows; an interactive request makes its own room instead."""
+        headroom = self.config.realtime_headroom
+        if headroom is None or state.request.interactive or not isinstance(self.policy, OnlinePolicy):
+            return True
+        if not self.active or (
+            not state.request.streaming and not any(s.request.streaming for s in self.active.values())
+        ):
+            return True  # alone, a request always gets its row: else a slow device would never start anything
+        predicted = self._predicted_step(min(len(self.active) + 1, self.budget.max_batch))
+        return predicted is None or predicted <= headroom / FRAMES_PER_SECOND
 
     def _make_room(self, state: RequestState) -> None:
         """Preempt less important requests until `state` fits, or none is left to preempt."""

@@ -24,7 +24,8 @@ Three decisions, each a small function or policy class over plain views:
   more than the next free row.
 - **Preemption** (`choose_victim`): when the K/V pool runs dry, or an interactive request finds no room,
   the engine takes the memory of the request that matters least: batch before interactive, lower priority
-  first, then the most recently admitted (it has the least work to replay). The engine replays its tokens
+  first, then work nobody listens to before a stream, then the most recently admitted (it has the least work
+  to replay). The engine replays its tokens
   when it comes back, so it loses nothing; interactive work therefore gets a row within one step even when
   batch work fills the engine (preemption rather than reserved rows, which would sit idle most of the time).
 """
@@ -217,14 +218,15 @@ def admission_order(waiting: Sequence[RequestView], active: Sequence[RequestView
 
 
 def choose_victim(active: Sequence[RequestView], below: tuple[int, int] | None = None) -> int | None:
-    """The request to preempt: least important, then most recently admitted; None when there is none.
+    """The request to preempt: least important, then batch work before a stream (a listener hears a preempted
+    stream stall; a batch job only finishes a little later), then most recently admitted; None when there is none.
 
     With `below`, only requests less important than that (an interactive request never preempts another).
     """
     candidates = [view for view in active if below is None or view.importance < below]
     if not candidates:
         return None
-    return min(candidates, key=lambda view: (view.importance, -view.admitted)).request_id
+    return min(candidates, key=lambda view: (view.importance, view.streaming, -view.admitted)).request_id
 
 
 Policy = OnlinePolicy | OfflinePolicy
