@@ -91,7 +91,7 @@ class EpisodeOptions(_Body):
     """A job as an episode of one of the key's shows: listed in the show's feed once it is done (its MP3 is the
     enclosure, so the job must ask for `mp3`)."""
 
-    show_id: str = Field(pattern=ID_PATTERN, description="one of this key's shows (`POST /v1/shows`)")
+    show_id: str = Field(max_length=32, pattern=ID_PATTERN, description="one of this key's shows (`POST /v1/shows`)")
     title: TitleText = Field(description="the episode's title in the feed and its MP3's tags")
     description: DescriptionText | None = Field(None, description="the episode's notes (up to 4,000 characters)")
     number: int | None = Field(None, ge=1, le=MAX_DATABASE_INT, description="its number in the show, from 1")
