@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 BIDI_CONTROLS = frozenset(chr(code) for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 _BIDI_TABLE = dict.fromkeys(map(ord, BIDI_CONTROLS))
+LINE_BREAKS = "\t\n\r"  # XML 1.0 allows them; a one-line field (a title) does not
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _FORBIDDEN_OR_LINE_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _UNPUBLISHABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
@@ -61,11 +62,13 @@ class ForbiddenCharacter:
 
     def message(self, single_line: bool) -> str:
         """Why the text is refused and what to do, as the rest of a field's 422."""
+        if self.character in LINE_BREAKS:
+            return f"character {self.position} is {self.name}: this field is one line; put a space there instead"
         allowed = "" if single_line else " (tabs and line breaks are fine)"
         return (
-            f"character {self.position} is {self.name}, which a podcast feed, an MP3's tags and a web page cannot "
-            f"carry: remove it, or retype the text around it{allowed}; control characters often come with text "
-            "copied from a PDF or a terminal"
+            f"character {self.position} is {self.name}: only printable text is allowed{allowed}, as a podcast feed, "
+            "an MP3's tags and a web page cannot carry it; remove it or retype the text around it (control "
+            "characters often come with text copied from a PDF or a terminal)"
         )
 
 

@@ -94,7 +94,7 @@ def test_every_forbidden_character_in_every_show_field_is_refused_with_its_posit
             named, message = refused_field(send(api, "POST", "/v1/shows", {**SHOW, field: f"Page one.{character}x"}))
             assert named == field, (field, hex(ord(character)))
             assert message.startswith(f"character 10 is U+{ord(character):04X} "), message
-            assert "remove it" in message
+            assert ("this field is one line" if character in LINE_BREAKS else "remove it") in message
         # a change is held to the same rule (the schemas share one type: tests/test_schema_columns.py checks each)
         named, message = refused_field(send(api, "PATCH", f"/v1/shows/{show_id}", {field: f"Page{refused[0]}"}))
         assert named == field and message.startswith("character 5 is U+0000 (NUL)")
@@ -108,12 +108,12 @@ def test_every_forbidden_character_in_every_show_field_is_refused_with_its_posit
 def test_a_form_feed_pasted_from_a_pdf_is_refused_at_the_field_and_the_feed_stays_up(api: TestClient) -> None:
     show = new_show(api)
     named, message = refused_field(send(api, "POST", "/v1/shows", {**SHOW, "description": "Page 1\x0cPage 2"}))
-    assert (named, message.split(",")[0]) == ("description", "character 7 is U+000C (form feed)")
+    assert (named, message.split(":")[0]) == ("description", "character 7 is U+000C (form feed)")
     job_id = finished_job(api, show_id=str(show["id"]))
     for field in ("title", "description"):
         episode = {"show_id": show["id"], "title": "Pilot", field: "Pilot\x0c"}
         named, message = refused_field(send(api, "PUT", f"/v1/jobs/{job_id}/episode", episode))
-        assert (named, message.split(",")[0]) == (field, "character 6 is U+000C (form feed)")
+        assert (named, message.split(":")[0]) == (field, "character 6 is U+000C (form feed)")
     feed = api.get(httpx.URL(str(show["feed_url"])).path)
     assert feed.status_code == 200 and not feedparser.parse(feed.content).bozo
 
