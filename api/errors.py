@@ -13,12 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import kombu.exceptions
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from api.params import ARTWORK_VERSION_PATTERN, FEED_TOKEN_PATTERN, ID_PATTERN
 from api.schemas import PRINTABLE_TEXT, ErrorMessage, ValidationErrors
+from core.db import DatabaseUnavailable, is_transient
 
 logger = logging.getLogger(__name__)
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
@@ -43,6 +48,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorMessage, "description": "a body of a media type the route does not take"},
     422: {"model": ValidationErrors, "description": "invalid input, each problem naming its field"},
     429: {"model": ErrorMessage, "description": "too many jobs in flight, or requests in a minute (Retry-After)"},
+    503: {"model": ErrorMessage, "description": "the database or Redis does not answer right now (Retry-After)"},
     507: {
         "model": ErrorMessage,
         "description": "the server's disk is full, or the key's storage quota would be passed: nothing was stored",
@@ -141,11 +147,44 @@ class InvalidInput(Exception):
         self.problems = tuple(problems)
 
 
+# How soon a client may try again while a dependency is away: a restart or a failover takes seconds.
+DEPENDENCY_RETRY_AFTER_SECONDS = 5
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(OSError, _storage_error)
+    for database_error in (DBAPIError, SQLAlchemyTimeoutError, DatabaseUnavailable):
+        app.add_exception_handler(database_error, _database_away)
+    for broker_error in (redis.RedisError, kombu.exceptions.OperationalError):
+        app.add_exception_handler(broker_error, _broker_away)
+
+
+def _dependency_away(dependency: str) -> JSONResponse:
+    """503 with `Retry-After`, one line naming what is away: the request changed nothing, and may be sent again."""
+    detail = (
+        f"{dependency} does not answer right now, so nothing was done; try again in a few seconds "
+        "(GET /health says what is down)"
+    )
+    headers = {"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)}
+    return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+
+
+async def _database_away(_request: Request, error: Exception) -> JSONResponse:
+    """The database answered "not now" (`core.db.is_transient`): 503. Any other database error is a fault of ours and
+    goes on to the server's 500."""
+    if not isinstance(error, DatabaseUnavailable) and not is_transient(error):
+        raise error
+    logger.warning("the database does not answer; 503", extra={"error": str(getattr(error, "orig", error))[:200]})
+    return _dependency_away("the database")
+
+
+async def _broker_away(_request: Request, error: Exception) -> JSONResponse:
+    """Redis (the job queue and the live events) did not answer: 503."""
+    logger.warning("Redis does not answer; 503", extra={"error": str(error)[:200]})
+    return _dependency_away("the job queue (Redis)")
 
 
 async def _storage_error(_request: Request, error: Exception) -> JSONResponse:

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from typing import Any, ParamSpec, TypeVar
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.settings import Settings
@@ -35,9 +37,15 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 # Any constant works: it only has to be the same in every process that migrates the same database.
 _POSTGRES_MIGRATION_LOCK = 0x766F78636173
-# How long a transaction whose connection died is tried again: a server restart or failover takes seconds.
-RECONNECT_SECONDS = 10.0
-_RECONNECT_FIRST_DELAY = 0.05
+# How long a transaction that met a "not now" error is tried again, unless the settings say otherwise
+# (`VOXCAST_DATABASE_RETRY_SECONDS`): a restart, a failover or a managed database's maintenance takes seconds.
+DEFAULT_RETRY_SECONDS = 60.0
+_RETRY_FIRST_DELAY = 0.05
+_RETRY_LONGEST_DELAY = 2.0
+# SQLSTATE classes and codes that mean "not now": connection exceptions (08), operator intervention (57: admin or
+# crash shutdown, cannot connect now), serialization failures and deadlocks (40001, 40P01), too many connections.
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "57")
+_TRANSIENT_SQLSTATES = {"40001", "40P01", "53300"}
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -87,19 +95,21 @@ class Database:
     engine: Engine
     sessions: sessionmaker[Session]
     read_sessions: sessionmaker[Session]
+    retry_seconds: float = DEFAULT_RETRY_SECONDS  # how long `retry_transient` tries a transaction again
 
     @classmethod
-    def connect(cls, url: str) -> Database:
+    def connect(cls, url: str, retry_seconds: float = DEFAULT_RETRY_SECONDS) -> Database:
         engine = create_database_engine(url)
         return cls(
             engine=engine,
             sessions=sessionmaker(engine, expire_on_commit=False),
             read_sessions=sessionmaker(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False),
+            retry_seconds=retry_seconds,
         )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
-        return cls.connect(database_url(settings))
+        return cls.connect(database_url(settings), settings.database_retry_seconds)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:
@@ -121,32 +131,73 @@ class Database:
         self.engine.dispose()
 
 
-def retry_on_disconnect(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run `function` (one short transaction) again when the server dropped its connection mid-way.
+def is_transient(error: BaseException) -> bool:
+    """Whether a database error means "not now" rather than "never": the connection was refused or lost, the server
+    is shutting down or starting, a serialization failure or deadlock, the pool had no connection in time, or
+    SQLite's file was locked past its busy timeout. Running the same transaction again later is then right."""
+    if isinstance(error, SQLAlchemyTimeoutError):
+        return True
+    if not isinstance(error, DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+    if sqlstate:
+        return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES or sqlstate in _TRANSIENT_SQLSTATES
+    if isinstance(error.orig, sqlite3.OperationalError):
+        return any(word in str(error.orig) for word in ("locked", "busy"))
+    # no SQLSTATE: psycopg could not connect at all (refused, reset, the server closed the connection)
+    return isinstance(error, OperationalError)
 
-    Pre-ping replaces a pooled connection that died while idle, but not one that dies during a query (a
-    server restart, a failover, an administrator's pg_terminate_backend): that transaction is rolled back
-    and raises. For a function whose whole effect is that one transaction, running it again on a fresh
-    connection is what should happen; a running job must not fail because its progress write met a
-    restart. Retries back off for up to `RECONNECT_SECONDS`; other database errors are raised at once.
+
+class DatabaseUnavailable(Exception):
+    """The database answered "not now" for longer than the retry budget: the caller hands its work back."""
+
+    def __init__(self, operation: str, seconds: float, error: BaseException) -> None:
+        super().__init__(f"the database did not answer {operation} for {seconds:.0f} s: {_one_line(error)}")
+        self.operation = operation
+
+
+def _one_line(error: BaseException) -> str:
+    orig = getattr(error, "orig", None) or error
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+
+
+def retry_transient(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run `function` (one short transaction, taking a `Database` among its arguments) again while the database
+    answers "not now" (`is_transient`), backing off, for up to the database's `retry_seconds`.
+
+    Pre-ping replaces a pooled connection that died while idle, but not one that dies during a query (a server
+    restart, a failover, an administrator's pg_terminate_backend), nor a server that refuses connections for a
+    while: that transaction is rolled back and raises. For a function whose whole effect is that one transaction,
+    running it again on a fresh connection is what should happen; a running job must not fail because its progress
+    write met a restart. Past the budget it raises `DatabaseUnavailable`, which callers treat as "hand the work back",
+    never as the job's failure; other database errors are raised at once.
     """
 
     @functools.wraps(function)
     def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        deadline = time.monotonic() + RECONNECT_SECONDS
-        delay = _RECONNECT_FIRST_DELAY
+        budget = next(
+            (value.retry_seconds for value in (*args, *kwargs.values()) if isinstance(value, Database)),
+            DEFAULT_RETRY_SECONDS,
+        )
+        started = time.monotonic()
+        delay = _RETRY_FIRST_DELAY
         while True:
             try:
                 return function(*args, **kwargs)
-            except DBAPIError as error:
-                if not error.connection_invalidated or time.monotonic() + delay > deadline:
+            except (DBAPIError, SQLAlchemyTimeoutError) as error:
+                if not is_transient(error):
                     raise
+                waited = time.monotonic() - started
+                if waited + delay > budget:
+                    raise DatabaseUnavailable(function.__name__, waited, error) from error
                 logger.warning(
-                    "database connection lost; trying again",
-                    extra={"operation": function.__name__, "error": str(error.orig).strip()},
+                    "database not available; trying again",
+                    extra={"operation": function.__name__, "error": _one_line(error), "waited_s": round(waited, 1)},
                 )
             time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            delay = min(delay * 2, _RETRY_LONGEST_DELAY)
 
     return retrying
 

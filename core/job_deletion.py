@@ -17,12 +17,13 @@ import logging
 import os
 import shutil
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core import job_repository
 from core.db import Database
 from core.job_states import FINAL_STATES
-from core.models import Job, JobSegment
+from core.models import Job
 from core.storage import DataFolder
 
 logger = logging.getLogger(__name__)
@@ -47,14 +48,14 @@ def delete_job(session: Session, data: DataFolder, job: Job) -> None:
             shutil.rmtree(trash)  # an earlier attempt's copy; the folder is the newer one
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.replace(folder, trash)
-    deleted = session.execute(delete(Job).where(Job.id == job_id, Job.state.in_(FINAL_STATES))).rowcount
-    if not deleted and session.scalar(select(Job.state).where(Job.id == job_id)) is not None:
+    try:
+        # (no row: deleted meanwhile by another request or a sweeper; what is left of it goes below)
+        job_repository.delete_rows(session, job_id)
+    except job_repository.IllegalTransition:
         # retried by an admin between the check and now: it runs again, with its files
         if trash.exists() and not folder.exists():
             os.replace(trash, folder)
-        raise JobNotEnded(job_id)
-    # (not deleted and no row: deleted meanwhile by another request or a sweeper; what is left of it goes below)
-    session.execute(delete(JobSegment).where(JobSegment.job_id == job_id))
+        raise JobNotEnded(job_id) from None
     session.flush()
     shutil.rmtree(trash, ignore_errors=True)
     data.files.remove(data.job(job_id).root)  # the store's copy (with the folder alone: nothing is left there)

@@ -17,12 +17,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from core.db import Database
 from core.job_deletion import JobNotEnded, delete_job
+from core.job_repository import purge_intermediates
 from core.job_states import FINAL_STATES
-from core.models import Job, JobSegment
+from core.models import Job
 from core.settings import Settings
 from core.storage import DataFolder
 from core.storage_usage import record_job_bytes
@@ -83,17 +84,8 @@ def _delete_whole(database: Database, data: DataFolder, job_id: str, cutoff: dat
 
 
 def _remove_intermediates(database: Database, data: DataFolder, job_id: str, now: datetime) -> bool:
-    with database.session() as session:
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.state.in_(FINAL_STATES), Job.intermediates_removed_at.is_(None))
-            .values(intermediates_removed_at=now, previous_take=None)  # a kept earlier take is an intermediate too
-        ).rowcount
-        if not claimed:
-            return False
-        session.execute(
-            update(JobSegment).where(JobSegment.job_id == job_id).values(audio_path=None, latents_path=None)
-        )
+    if not purge_intermediates(database, job_id, now):
+        return False
     _remove_segments(database, data, job_id)
     return True
 

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     longest_job_seconds: float = Field(6 * 3600.0, gt=0)  # the broker's visibility timeout sits above this
     heartbeat_seconds: float = Field(5.0, gt=0)  # how often a running job proves its worker is alive
     stale_after_seconds: float = Field(60.0, gt=0)  # a running job silent this long is re-enqueued by the sweeper
+    # how long a database write that met "not now" (a restart, a failover) is tried again before the work is handed
+    # back (`core.db.retry_transient`)
+    database_retry_seconds: float = Field(60.0, gt=0)
     max_worker_deaths: int = Field(2, ge=1)  # a job whose attempts ended with their worker dead this often is failed
     max_jobs_in_flight: int = Field(4, ge=1)  # queued or running jobs per API key
     max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)  # one voice file

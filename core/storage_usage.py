@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core import job_repository
 from core.audio_formats import AUDIO_FORMATS
 from core.audio_rates import FRAMES_PER_SECOND, SAMPLE_RATE
 from core.models import ApiKey, Job, Voice
@@ -48,7 +49,7 @@ def record_job_bytes(session: Session, data: DataFolder, job_id: str) -> int:
     For a job that has ended: from then on it counts what it really holds, not what it was expected to write.
     """
     held = data.files.tree_bytes(data.job(job_id).root)
-    session.execute(update(Job).where(Job.id == job_id).values(storage_bytes=held))
+    job_repository.record_storage_bytes(session, job_id, held)
     return held
 
 

@@ -45,6 +45,7 @@ class WorkerStatus(BaseModel):
     cuda_graphs: int = 0  # decode-step CUDA graphs its engine holds
     warm_up_seconds: float | None = None  # capturing graphs and checking the fast path, before its first job
     kv_read_ratio: float | None = None  # K/V entries attention read per entry its rows could see (1.0 at best)
+    stalled_loops: list[str] = []  # its background loops (sweeper, announcements) not completing rounds in time
     started_at: datetime
     seen_at: datetime
 

@@ -13,13 +13,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, update
 
+from core import job_repository
 from core.api_keys import create_api_key, find_api_key, hash_key
 from core.db import Database, upgrade_database
 from core.job_states import JobState
 from core.models import ApiKey, Base, Job, JobSegment, ScriptJob, utc_now
 from core.settings import Settings
 from core.storage import DataFolder, atomic_write
-from workers import job_records
 from workers.celery_app import create_celery_app
 from workers.script_sweeper import take_back_script_jobs
 from workers.sweeper import send_back
@@ -74,7 +74,7 @@ def test_a_job_is_claimed_by_one_delivery_only(database: Database) -> None:
 
     def claim(holder: str) -> None:
         barrier.wait()
-        winners.append(job_records.claim_job(database, job_id, holder, stale_after=60))
+        winners.append(job_repository.claim_job(database, job_id, holder, stale_after=60))
 
     threads = [threading.Thread(target=claim, args=(f"worker-{n}",)) for n in range(4)]
     for thread in threads:
@@ -85,19 +85,21 @@ def test_a_job_is_claimed_by_one_delivery_only(database: Database) -> None:
     assert len(claimed) == 1
     job = claimed[0]
     assert job.seed == 5 and job.speakers == (0,)  # type: ignore[attr-defined]
-    assert job_records.finish_job(database, job, JobState.DONE)  # type: ignore[arg-type]
-    assert job_records.claim_job(database, job_id, "late-redelivery", stale_after=0) is None
+    assert job_repository.finish_job(database, job, JobState.DONE)  # type: ignore[arg-type]
+    assert job_repository.claim_job(database, job_id, "late-redelivery", stale_after=0) is None
 
 
 def test_a_cancelled_queued_job_is_never_run(database: Database) -> None:
     job_id = add_job(database, cancel_requested=True)
-    assert job_records.claim_job(database, job_id, "worker", stale_after=60) == job_records.CancelledAtClaim(job_id)
-    assert job_records.claim_job(database, job_id, "worker", stale_after=60) is None  # ended: nothing to do
+    assert job_repository.claim_job(database, job_id, "worker", stale_after=60) == job_repository.CancelledAtClaim(
+        job_id
+    )
+    assert job_repository.claim_job(database, job_id, "worker", stale_after=60) is None  # ended: nothing to do
     with database.session() as session:
         assert session.get_one(Job, job_id).state == JobState.CANCELLED
 
 
-PLANNED = [job_records.PlannedSegment(0, 10, 5, "a" * 64), job_records.PlannedSegment(1, 12, 6, "b" * 64)]
+PLANNED = [job_repository.PlannedSegment(0, 10, 5, "a" * 64), job_repository.PlannedSegment(1, 12, 6, "b" * 64)]
 
 
 def test_a_stored_segment_whose_words_changed_is_generated_again(database: Database) -> None:
@@ -105,42 +107,42 @@ def test_a_stored_segment_whose_words_changed_is_generated_again(database: Datab
     to pending with the new hash; a segment whose words are the same stays stored, and a row from before hashes
     were kept takes the plan's."""
     job_id = add_job(database)
-    job = job_records.claim_job(database, job_id, "worker", stale_after=60)
+    job = job_repository.claim_job(database, job_id, "worker", stale_after=60)
     assert job is not None
-    for record in job_records.prepare_segments(database, job, PLANNED):
+    for record in job_repository.prepare_segments(database, job, PLANNED):
         stored = dataclasses.replace(record, audio_path=f"jobs/{job_id}/segments/{record.index:04d}.flac", frames=9)
-        job_records.record_segment_done(database, job, stored, 1.2, "latents.npy", 9, record.index + 1)
+        job_repository.record_segment_done(database, job, stored, 1.2, "latents.npy", 9, record.index + 1)
     with database.session() as session:  # segment 1 as stored before hashes were kept
         session.execute(update(JobSegment).where(JobSegment.index == 1).values(text_hash=None))
 
     reworded = [dataclasses.replace(PLANNED[0], text_hash="c" * 64), PLANNED[1]]
-    first, second = job_records.prepare_segments(database, job, reworded)
+    first, second = job_repository.prepare_segments(database, job, reworded)
     assert (first.done, first.text_changed, first.audio_path, first.frames, first.seed) == (False, True, None, 0, 5)
     assert (second.done, second.text_changed, second.frames) == (True, False, 9)
     with database.session() as session:
         rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job_id).order_by(JobSegment.index)).all()
         assert [(row.state, row.text_hash) for row in rows] == [("pending", "c" * 64), ("done", "b" * 64)]
-    again = job_records.prepare_segments(database, job, reworded)
+    again = job_repository.prepare_segments(database, job, reworded)
     assert [record.text_changed for record in again] == [False, False]  # said once, not at every run
 
 
 def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> None:
     job_id = add_job(database)
-    first = job_records.claim_job(database, job_id, "dead-worker", stale_after=60)
+    first = job_repository.claim_job(database, job_id, "dead-worker", stale_after=60)
     assert first is not None
-    job_records.mark_started(database, first)
-    records = job_records.prepare_segments(database, first, PLANNED)
+    job_repository.mark_started(database, first)
+    records = job_repository.prepare_segments(database, first, PLANNED)
     assert [record.index for record in records] == [0, 1] and not any(record.done for record in records)
-    assert job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2) == []  # it is alive
+    assert job_repository.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2) == []  # it is alive
 
     later = utc_now() + timedelta(seconds=120)
-    released = job_records.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2, now=later)
+    released = job_repository.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=2, now=later)
     assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, 1, False)]
-    second = job_records.claim_job(database, job_id, "new-worker", stale_after=60)
+    second = job_repository.claim_job(database, job_id, "new-worker", stale_after=60)
     assert second is not None
-    assert not job_records.beat(database, first)  # the old holder learns it lost the job
-    assert not job_records.finish_job(database, first, JobState.FAILED, error="too late")
-    again = job_records.prepare_segments(database, second, PLANNED)
+    assert not job_repository.beat(database, first)  # the old holder learns it lost the job
+    assert not job_repository.finish_job(database, first, JobState.FAILED, error="too late")
+    again = job_repository.prepare_segments(database, second, PLANNED)
     assert len(again) == 2  # the rows are reused, not duplicated
     with database.session() as session:
         assert len(session.scalars(select(JobSegment).where(JobSegment.job_id == job_id)).all()) == 2
@@ -151,29 +153,31 @@ def test_a_job_whose_workers_keep_dying_is_failed_by_the_guard(database: Databas
     """Each death of its holder counts; the second (with a limit of 2) fails the job instead of queueing it."""
     job_id = add_job(database)
     for death in (1, 2):
-        held = job_records.claim_job(database, job_id, f"host:{100 + death}:1", stale_after=60)
+        held = job_repository.claim_job(database, job_id, f"host:{100 + death}:1", stale_after=60)
         assert held is not None
-        job_records.mark_started(database, held)
-        assert job_records.release_abandoned_jobs(database, dead_process="host:999", max_worker_deaths=2) == []
-        released = job_records.release_abandoned_jobs(database, dead_process=f"host:{100 + death}", max_worker_deaths=2)
+        job_repository.mark_started(database, held)
+        assert job_repository.release_abandoned_jobs(database, dead_process="host:999", max_worker_deaths=2) == []
+        released = job_repository.release_abandoned_jobs(
+            database, dead_process=f"host:{100 + death}", max_worker_deaths=2
+        )
         assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, death, death == 2)]
     with database.session() as session:
         job = session.get_one(Job, job_id)
         assert (job.state, job.attempts, job.worker_deaths, job.worker) == (JobState.FAILED, 2, 2, None)
-        assert job.error == job_records.worker_deaths_error(2)
+        assert job.error == job_repository.worker_deaths_error(2)
         assert "died 2 times" in job.error and "VOXCAST_MAX_WORKER_DEATHS" in job.error
-    assert job_records.claim_job(database, job_id, "host:103:1", stale_after=0) is None  # never run again
+    assert job_repository.claim_job(database, job_id, "host:103:1", stale_after=0) is None  # never run again
 
 
 def test_a_job_claimed_but_not_yet_started_is_not_charged_with_its_workers_death(database: Database) -> None:
     """Claimed, but not let run yet (waiting for a suspect beside it to finish, or the worker died first): when the
     worker dies, it goes back to the queue with no death counted; the one that was running is charged."""
     waiting_id, running_id = add_job(database), add_job(database)
-    waiting = job_records.claim_job(database, waiting_id, "host:7:1", stale_after=60)
-    running = job_records.claim_job(database, running_id, "host:7:2", stale_after=60)
+    waiting = job_repository.claim_job(database, waiting_id, "host:7:1", stale_after=60)
+    running = job_repository.claim_job(database, running_id, "host:7:2", stale_after=60)
     assert waiting is not None and running is not None
-    job_records.mark_started(database, running)
-    released = job_records.release_abandoned_jobs(database, dead_process="host:7", max_worker_deaths=1)
+    job_repository.mark_started(database, running)
+    released = job_repository.release_abandoned_jobs(database, dead_process="host:7", max_worker_deaths=1)
     assert sorted((job.id, job.worker_deaths, job.failed) for job in released) == sorted(
         [(waiting_id, 0, False), (running_id, 1, True)]
     )
@@ -187,18 +191,18 @@ def test_a_job_handed_back_is_queued_again_without_a_death_and_the_guard_never_c
     deaths allows, then killed once, is queued again, not failed: only the death counts."""
     job_id = add_job(database)
     for stop in (1, 2):
-        held = job_records.claim_job(database, job_id, f"host:{stop}:1", stale_after=60)
+        held = job_repository.claim_job(database, job_id, f"host:{stop}:1", stale_after=60)
         assert held is not None
-        job_records.mark_started(database, held)
-        assert job_records.hand_back_job(database, held)
-        assert not job_records.hand_back_job(database, held)  # no longer its worker's
+        job_repository.mark_started(database, held)
+        assert job_repository.hand_back_job(database, held)
+        assert not job_repository.hand_back_job(database, held)  # no longer its worker's
         with database.session() as session:
             job = session.get_one(Job, job_id)
             assert (job.state, job.worker, job.handbacks, job.worker_deaths) == (JobState.QUEUED, None, stop, 0)
-    held = job_records.claim_job(database, job_id, "host:3:1", stale_after=60)
+    held = job_repository.claim_job(database, job_id, "host:3:1", stale_after=60)
     assert held is not None
-    job_records.mark_started(database, held)
-    released = job_records.release_abandoned_jobs(database, dead_process="host:3", max_worker_deaths=2)
+    job_repository.mark_started(database, held)
+    released = job_repository.release_abandoned_jobs(database, dead_process="host:3", max_worker_deaths=2)
     assert [(job.id, job.worker_deaths, job.failed) for job in released] == [(job_id, 1, False)]
     with database.session() as session:
         job = session.get_one(Job, job_id)
@@ -207,22 +211,22 @@ def test_a_job_handed_back_is_queued_again_without_a_death_and_the_guard_never_c
 
 def test_a_job_whose_cancel_is_pending_is_not_handed_back(database: Database) -> None:
     job_id = add_job(database)
-    held = job_records.claim_job(database, job_id, "host:1:1", stale_after=60)
+    held = job_repository.claim_job(database, job_id, "host:1:1", stale_after=60)
     assert held is not None
     with database.session() as session:
         session.get_one(Job, job_id).cancel_requested = True
-    assert not job_records.hand_back_job(database, held)  # its worker ends it as cancelled instead
-    assert job_records.finish_job(database, held, JobState.CANCELLED)
+    assert not job_repository.hand_back_job(database, held)  # its worker ends it as cancelled instead
+    assert job_repository.finish_job(database, held, JobState.CANCELLED)
 
 
 def test_a_stopped_worker_s_jobs_are_handed_back_by_its_supervisor(database: Database) -> None:
     """A worker killed once its planned stop outlived its grace: what it still held goes back as hand-backs."""
     running_id, other_id = add_job(database), add_job(database)
-    running = job_records.claim_job(database, running_id, "host:7:1", stale_after=60)
-    other = job_records.claim_job(database, other_id, "host:8:1", stale_after=60)
+    running = job_repository.claim_job(database, running_id, "host:7:1", stale_after=60)
+    other = job_repository.claim_job(database, other_id, "host:8:1", stale_after=60)
     assert running is not None and other is not None
-    job_records.mark_started(database, running)
-    handed = job_records.hand_back_process_jobs(database, "host:7")
+    job_repository.mark_started(database, running)
+    handed = job_repository.hand_back_process_jobs(database, "host:7")
     assert [(job.id, job.worker_deaths, job.failed) for job in handed] == [(running_id, 0, False)]
     with database.session() as session:
         assert session.get_one(Job, running_id).handbacks == 1
@@ -237,24 +241,28 @@ def test_a_job_the_guard_fails_counts_what_its_folder_holds(database: Database, 
     folder = data.job(job_id)
     atomic_write(folder.script, lambda handle: handle.write(b"Alice: Hi.\n"))
     atomic_write(folder.segment_partial_frames(0), lambda handle: handle.write(bytes(1000)))
-    held = job_records.claim_job(database, job_id, "host:9:1", stale_after=60)
+    held = job_repository.claim_job(database, job_id, "host:9:1", stale_after=60)
     assert held is not None
-    job_records.mark_started(database, held)
-    abandoned = job_records.release_abandoned_jobs(database, dead_process="host:9", max_worker_deaths=1)
+    job_repository.mark_started(database, held)
+    abandoned = job_repository.release_abandoned_jobs(database, dead_process="host:9", max_worker_deaths=1)
     assert [job.failed for job in abandoned] == [True]
     assert send_back(settings, database, create_celery_app(settings), abandoned, "the worker died") == []
     with database.session() as session:
         assert session.get_one(Job, job_id).storage_bytes == data.files.tree_bytes(folder.root) == 1011
 
 
-def add_running_script_job(database: Database, worker: str, started_at: datetime, deliveries: int, handbacks: int) -> str:
+def add_running_script_job(
+    database: Database, worker: str, started_at: datetime, deliveries: int, handbacks: int
+) -> str:
     return add_row(
         database, ScriptJob, task="draft", source="notes", options={}, max_attempts=2, state=JobState.RUNNING,
         worker=worker, started_at=started_at, heartbeat_at=started_at, deliveries=deliveries, handbacks=handbacks,
     )  # fmt: skip
 
 
-def test_a_starting_scripts_worker_takes_back_only_what_its_node_name_held_before_it_started(database: Database) -> None:
+def test_a_starting_scripts_worker_takes_back_only_what_its_node_name_held_before_it_started(
+    database: Database,
+) -> None:
     """A job the new process claims as it starts (one handed back by the stop before, say) is its own, not a dead
     one's; a job claimed before it started is a dead process's: taken back, and its hand-back is not a death."""
     started = utc_now()
@@ -268,4 +276,3 @@ def test_a_starting_scripts_worker_takes_back_only_what_its_node_name_held_befor
     with database.session() as session:
         assert session.get_one(ScriptJob, own).state == JobState.RUNNING
         assert session.get_one(ScriptJob, dead).state == JobState.QUEUED
-

@@ -275,7 +275,7 @@ def test_bad_regenerations_are_refused_with_the_reason(stack, alice: httpx.Clien
 def test_a_regeneration_message_claims_the_job_only_at_its_revision(tmp_path: Path) -> None:
     from core.api_keys import create_api_key
     from core.db import Database, upgrade_database
-    from workers.job_records import claim_job
+    from core.job_repository import claim_job
 
     url = f"sqlite:///{tmp_path / 'voxcast.db'}"
     upgrade_database(url)

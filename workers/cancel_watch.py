@@ -15,8 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from core import job_repository
 from core.db import Database
-from workers import job_records
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class CancelWatch:
                 self._changed.wait_for(lambda: bool(self._watched))
                 watched = dict(self._watched)
             try:
-                for job_id in job_records.cancel_requested(self.database, watched.keys()):
+                for job_id in job_repository.cancel_requested(self.database, watched.keys()):
                     watched[job_id].set()
             except Exception:  # the database down for a moment: the next poll asks again
                 logger.warning("could not read the jobs' cancel flags", exc_info=True)

@@ -1,6 +1,6 @@
 """Running one job on a worker, top to bottom: claim → inputs → plan → generate → store → assemble → finish.
 
-`execute_job` claims the job (`workers.job_records`), holds it under a heartbeat and its cancel watch, and turns how
+`execute_job` claims the job (`core.job_repository`), holds it under a heartbeat and its cancel watch, and turns how
 its run ended into the job's outcome: done, failed, cancelled, handed back (a planned stop: queued again with no
 worker death counted, `HandedBack`), or left as it is when the engine died (`EngineDied`: the process ends, so that
 its supervisor restarts it and the job runs again). `_run` is the path itself: fetch the inputs, plan the script at
@@ -19,9 +19,12 @@ import numpy as np
 from assembly.episode import Episode, write_episode
 from assembly.loudness import normalize_loudness
 from assembly.transcripts import chapters_from_turns
+from core import job_repository
 from core.audio_rates import SAMPLE_RATE
+from core.db import DatabaseUnavailable
 from core.file_store import FileStore
 from core.job_events import StateEvent
+from core.job_repository import ClaimedJob, PlannedSegment, SegmentRecord
 from core.job_scripts import read_script, script_path
 from core.job_states import JobState
 from core.storage import JobFolder, read_audio
@@ -29,11 +32,9 @@ from core.storage_usage import record_job_bytes
 from pipeline.podcast import PlacedSegment, lay_out
 from script_text.plan import Segment, plan_job, segment_seed
 from script_text.timeline import TimedTurn
-from workers import job_records
 from workers.heartbeat import Heartbeat
 from workers.job_generation import generate_pending
 from workers.job_progress import JobProgress
-from workers.job_records import ClaimedJob, PlannedSegment, SegmentRecord
 from workers.job_stops import EngineDied, HandedBack, JobCancelled, JobStops, LeaseLost, Stopping
 from workers.live_audio import drop_live_audio
 from workers.partial_frames import PartialFrames
@@ -51,10 +52,10 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
     generates exactly the segments not stored (a regeneration set its turn's back to pending) and assembles
     the episode again from all of them.
     """
-    job = job_records.claim_job(
+    job = job_repository.claim_job(
         services.database, job_id, holder_name(), services.settings.stale_after_seconds, revision=revision
     )
-    if isinstance(job, job_records.CancelledAtClaim):
+    if isinstance(job, job_repository.CancelledAtClaim):
         with services.database.session() as session:
             record_job_bytes(session, services.data, job.id)
         logger.info("job cancelled before it ran again", extra={"job_id": job_id})
@@ -69,13 +70,13 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
     suspect = job.worker_deaths > 0
     if suspect:
         logger.warning("job was running when a worker died; it runs alone", extra={"job_id": job.id})
-    started = functools.partial(job_records.mark_started, services.database, job)
+    started = functools.partial(job_repository.mark_started, services.database, job)
     taken_over = False  # another worker holds the job now: its scratch is the new holder's to clean up
     with (
         Heartbeat(
             f"heartbeat-{job.id}",
             services.settings.heartbeat_seconds,
-            functools.partial(job_records.beat, services.database, job),
+            functools.partial(job_repository.beat, services.database, job),
             {"job_id": job.id},
         ) as heartbeat,
         services.cancels.watching(job.id) as cancelled,
@@ -99,6 +100,14 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id})
         except EngineDied:
             raise  # not the job's failure: it stays running under this process, which ends
+        except DatabaseUnavailable as error:
+            # Not the job's failure either: the database was away past its budget. Hand it back (the database may
+            # be back by now); if it still does not answer, the job stays running under this live process, and the
+            # sweeper hands it back (never charged) once the database answers again.
+            logger.warning(
+                "the database stayed away; the job is handed back", extra={"job_id": job.id, "error": str(error)}
+            )
+            _hand_back(services, job, claimed_at)
         except Exception as error:
             logger.exception("job failed", extra={"job_id": job.id})
             _finish(services, job, JobState.FAILED, claimed_at, error=error)
@@ -114,7 +123,7 @@ def _hand_back(services: WorkerServices, job: ClaimedJob, claimed_at: float) -> 
     """Queue the job again (its segments and partial frames are stored) and raise `HandedBack` for the task to send
     its message again; a job whose cancel was asked for meanwhile ends cancelled instead."""
     drop_live_audio(services.data.job(job.id))
-    if not job_records.hand_back_job(services.database, job):
+    if not job_repository.hand_back_job(services.database, job):
         _finish(services, job, JobState.CANCELLED, claimed_at)  # (does nothing when another worker holds it now)
         return
     services.events.publish(job.id, StateEvent(state=JobState.QUEUED))
@@ -139,7 +148,7 @@ def _finish(
     drop_live_audio(services.data.job(job.id))  # scratch of a segment cut short: never the job's to keep
     storage_bytes = services.data.files.tree_bytes(services.data.job(job.id).root)  # its usage from now on
     message = None if error is None else _describe(error)
-    ended = job_records.finish_job(
+    ended = job_repository.finish_job(
         services.database, job, state, error=message, audio_seconds=audio_seconds, storage_bytes=storage_bytes
     )
     if ended:
@@ -164,9 +173,9 @@ def _run(services: WorkerServices, job: ClaimedJob, stops: JobStops, claimed_at:
     planned = [
         PlannedSegment(s.index, s.estimated_frames, segment_seed(job.seed, s.index), s.text_hash) for s in plan.segments
     ]
-    records = job_records.prepare_segments(services.database, job, planned)
+    records = job_repository.prepare_segments(services.database, job, planned)
     counted = _counted(job, plan.segments, records)
-    job_records.record_planned(services.database, job, sum(s.estimated_frames for s in counted), len(counted))
+    job_repository.record_planned(services.database, job, sum(s.estimated_frames for s in counted), len(counted))
     progress = JobProgress(services, job, counted, claimed_at)
     stored, pending = _stored_and_pending(services, job, folder, plan.segments, records, progress)
     # generate and store

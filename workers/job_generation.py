@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from core.job_repository import ClaimedJob, SegmentRecord
 from core.storage import JobFolder
 from models.segment_io import GenerationSettings
 from pipeline.generation import SegmentFailed, SegmentFrame
 from pipeline.podcast import PendingSegment, PlacedSegment, PlanGeneration, Scheduling, SegmentFinished
 from script_text.plan import Plan, Segment
 from workers.job_progress import JobProgress
-from workers.job_records import ClaimedJob, SegmentRecord
 from workers.job_stops import EngineDied, GenerationFailed, JobStops, Stopping
 from workers.segment_store import SegmentRun
 from workers.worker_services import WorkerServices

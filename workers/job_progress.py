@@ -14,12 +14,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core import job_repository
 from core.job_events import ProgressEvent
+from core.job_repository import ClaimedJob
 from core.job_states import JobState
 from core.progress_estimate import EtaEstimator
 from script_text.plan import Segment
-from workers import job_records
-from workers.job_records import ClaimedJob
 from workers.worker_services import WorkerServices
 
 PROGRESS_INTERVAL_SECONDS = 0.5
@@ -102,7 +102,7 @@ class JobProgress:
         generated = self.generated_stored + sum(segment.generated for segment in self.generating.values())
         eta = self.eta.estimate(now, generated, self.frames_planned - frames_done)
         if record:
-            job_records.record_progress(self.services.database, self.job, frames_done, self.segments_done, eta)
+            job_repository.record_progress(self.services.database, self.job, frames_done, self.segments_done, eta)
         event = ProgressEvent(
             state=JobState.RUNNING,
             frames_done=frames_done,

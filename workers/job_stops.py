@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from workers.job_records import ClaimedJob
+from core.job_repository import ClaimedJob
 
 
 class JobCancelled(Exception):

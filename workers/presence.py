@@ -1,24 +1,22 @@
 """A worker's announcement of itself: every `heartbeat_seconds`, its status into Redis (see `core.worker_presence`).
 
-It runs in a daemon thread beside the engine, and a Redis that does not answer only costs the announcement
-(the admin list misses the worker for a while); jobs never wait on it.
+It runs in a daemon thread beside the engine (`workers.periodic`), and a Redis that does not answer only costs the
+announcement (the admin list misses the worker for a while); jobs never wait on it. The announcement names this
+process's loops that have stopped completing rounds (`stalled_loops`), so `/health` can say so.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-import threading
 
 import redis
 
 from core.models import utc_now
 from core.worker_presence import EXPIRY_HEARTBEATS, WorkerStatus, worker_key
 from workers.engine_host import worker_engine
+from workers.periodic import Periodic, stalled_loops
 from workers.worker_services import WorkerServices, process_name
-
-logger = logging.getLogger(__name__)
 
 
 class Presence:
@@ -29,17 +27,21 @@ class Presence:
         self.client = redis.Redis.from_url(services.settings.redis_url)
         self.name = process_name()
         self.started_at = utc_now()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="voxcast-presence", daemon=True)
+        settings = services.settings
+        self.key = worker_key(settings.redis_namespace, self.name)
+        self.expiry = max(1, round(EXPIRY_HEARTBEATS * settings.heartbeat_seconds))
+        self._loop = Periodic("voxcast-presence", settings.heartbeat_seconds, self._announce)
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop announcing and withdraw the status, so a worker shut down cleanly leaves the list at once."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._loop.stop()
+        try:
+            self.client.delete(self.key)
+        except redis.RedisError:
+            pass  # it expires by itself
 
     def status(self) -> WorkerStatus:
         engine = worker_engine(self.services.engine())
@@ -66,22 +68,12 @@ class Presence:
             cuda_graphs=load.fast_path.graphs,
             warm_up_seconds=load.warm_up_seconds,
             kv_read_ratio=load.key_reads.ratio,
+            stalled_loops=stalled_loops(),
             started_at=self.started_at,
             seen_at=utc_now(),
         )
 
-    def _run(self) -> None:
-        settings = self.services.settings
-        key = worker_key(settings.redis_namespace, self.name)
-        expiry = max(1, round(EXPIRY_HEARTBEATS * settings.heartbeat_seconds))
-        while True:
-            try:
-                self.client.set(key, self.status().model_dump_json(), ex=expiry)
-            except Exception:  # Redis down for a moment: the list misses this worker until the next beat
-                logger.warning("could not announce the worker", exc_info=True)
-            if self._stop.wait(settings.heartbeat_seconds):
-                break
-        try:
-            self.client.delete(key)
-        except redis.RedisError:
-            pass  # it expires by itself
+    def _announce(self) -> None:
+        """Redis down for a moment: the round fails (logged by the loop), and the list misses this worker until the
+        next one."""
+        self.client.set(self.key, self.status().model_dump_json(), ex=self.expiry)

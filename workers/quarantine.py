@@ -5,7 +5,7 @@ coincided with the death, and only one of them may have caused it. Counting the 
 and failing them at `max_worker_deaths` would fail innocent jobs that happened to share the batch. So a
 job with a worker death on its record is a suspect: it waits until the worker's other jobs end, and no new
 job starts while it runs. If the worker dies again, that death is the suspect's alone, and the guard
-(`job_records.release_abandoned_jobs`) fails it; the innocent ones beside it the first time run to the end,
+(`job_repository.release_abandoned_jobs`) fails it; the innocent ones beside it the first time run to the end,
 each alone once and then batched again. Suspects are rare (they follow a crash), so the lost batching is
 brief.
 

@@ -14,16 +14,16 @@ import time
 
 import numpy as np
 
+from core import job_repository
 from core.file_store import FileStore
 from core.job_events import SegmentEvent
+from core.job_repository import ClaimedJob, SegmentRecord
 from core.storage import DataFolder, JobFolder, atomic_write, read_segment_audio, write_segment_audio
 from pipeline.generation import SegmentFrame
 from pipeline.podcast import GeneratedSegment, PlacedSegment
 from script_text.plan import Segment
 from script_text.timeline import TimedTurn
-from workers import job_records
 from workers.job_progress import JobProgress
-from workers.job_records import ClaimedJob, SegmentRecord
 from workers.live_audio import LiveAudio
 from workers.partial_frames import PartialFrames
 from workers.worker_services import WorkerServices
@@ -56,7 +56,7 @@ class SegmentRun:
         self.folder = folder
         self.index = segment.index
         self.seed = seed
-        job_records.record_segment_started(services.database, job, segment.index)
+        job_repository.record_segment_started(services.database, job, segment.index)
         self.files = services.data.files
         self.files.fetch(folder.segment_partial_frames(segment.index))  # what an attempt on any host kept
         self.partial = PartialFrames(folder.segment_partial_frames(segment.index))
@@ -65,7 +65,7 @@ class SegmentRun:
         self.resume = self.partial.stored()
         self.resumed = self.partial.stored_frames
         if self.resume is not None:
-            job_records.record_segment_resumed(services.database, job, segment.index, self.resumed)
+            job_repository.record_segment_resumed(services.database, job, segment.index, self.resumed)
             logger.info("segment resumed", extra={"job_id": job.id, "segment": segment.index, "frames": self.resumed})
 
     def add(self, frame: SegmentFrame) -> None:
@@ -102,7 +102,7 @@ class SegmentRun:
         data = services.data
         record = SegmentRecord(index, True, result.frames, self.seed, data.relative(audio_path), turns)
         frames_done, segments_done = progress.end_segment(index, result.frames)
-        job_records.record_segment_done(
+        job_repository.record_segment_done(
             services.database, self.job, record, result.seconds, data.relative(latents_path), frames_done, segments_done
         )
         discard_partial(self.files, self.partial)

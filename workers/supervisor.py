@@ -2,7 +2,7 @@
 
 `voxcast serve` runs the api and one worker on one machine; the worker holds the model and runs native
 code (the GPU, codecs), so it is the half that can die. When it does, the supervisor:
-- takes back the jobs it held at once (`job_records.release_abandoned_jobs` with the dead process's name),
+- takes back the jobs it held at once (`job_repository.release_abandoned_jobs` with the dead process's name),
   counting a worker death against each, so they run again on the next worker instead of waiting for the
   sweeper to notice their silent heartbeat, and a job that keeps killing workers is failed by the guard;
 - logs the exit (status or signal) and those jobs in one line;
@@ -37,11 +37,11 @@ import redis
 from celery import Celery
 
 from core.db import Database
+from core.job_repository import AbandonedJob, hand_back_process_jobs, release_abandoned_jobs
 from core.models import utc_now
 from core.settings import Settings
 from core.worker_presence import SupervisedWorker, SupervisedWorkerState, withdraw
 from workers.celery_app import create_celery_app
-from workers.job_records import AbandonedJob, hand_back_process_jobs, release_abandoned_jobs
 from workers.lifeline import Lifeline
 from workers.sweeper import send_back
 

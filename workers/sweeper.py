@@ -8,7 +8,7 @@ The database is the record of every job; Redis only carries messages. Two things
 - Redis restarts without its data (or a send failed while it was down). A queued job older than
   `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
 A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
-runs a job it can claim (see `workers.job_records`).
+runs a job it can claim (see `core.job_repository`).
 
 It also keeps house: it finishes any job delete that a crash interrupted (`core.job_deletion.empty_trash`) and
 applies the retention policy (`core.retention`), every round: both are a few indexed queries when there is
@@ -19,24 +19,29 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import time
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Literal
 
 import redis
 from celery import Celery
 from sqlalchemy import select
 
-from core.db import Database
+from core.db import Database, DatabaseUnavailable, is_transient
 from core.job_deletion import empty_trash
+from core.job_repository import AbandonedJob, mark_resent, release_abandoned_jobs
 from core.job_states import QUEUE_KINDS, JobState, QueueKind
 from core.models import Job, utc_now
 from core.retention import apply_retention
 from core.settings import Settings
 from core.storage import DataFolder
 from core.storage_usage import record_job_bytes
+from core.worker_presence import worker_key, worker_key_pattern
 from workers.celery_app import broker_key_prefix, enqueue_job, priority_list_keys
-from workers.job_records import AbandonedJob, release_abandoned_jobs
 from workers.periodic import Periodic
 
 logger = logging.getLogger(__name__)
@@ -81,12 +86,54 @@ def send_back(
     return resent
 
 
-def sweep(settings: Settings, database: Database, celery: Celery, client: redis.Redis) -> list[str]:
-    """Re-enqueue every job a dead worker or the broker lost; returns their ids."""
-    abandoned = release_abandoned_jobs(
-        database, stale_after=settings.stale_after_seconds, max_worker_deaths=settings.max_worker_deaths
-    )
-    resent = send_back(settings, database, celery, abandoned, "worker went silent")
+def living_processes(client: redis.Redis, namespace: str) -> set[str]:
+    """The worker processes ("<host>:<pid>") that are alive: announced in Redis within the last few heartbeats, or
+    running on this host (a worker paused past its announcements, SIGSTOP, is alive too). Redis not answering
+    raises: who is alive is then unknown, and no job is judged abandoned this round."""
+    prefix = worker_key(namespace, "")
+    return {key.decode().removeprefix(prefix) for key in client.scan_iter(match=worker_key_pattern(namespace))}
+
+
+def _alive_here(process: str) -> bool:
+    """Whether `process` ("<host>:<pid>") is a live process of this host (False for another host's)."""
+    host, _, pid = process.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(int(pid))
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def sweep(
+    settings: Settings, database: Database, celery: Celery, client: redis.Redis, *, judge_silence: bool = True
+) -> list[str]:
+    """Re-enqueue every job a dead worker or the broker lost; returns their ids.
+
+    With `judge_silence` False (this sweeper itself could not reach the database a moment ago, so no worker could
+    either, and their heartbeats are stale for that reason alone) no running job is judged by its heartbeat.
+    """
+    resent: list[str] = []
+    if judge_silence:
+        living = living_processes(client, settings.redis_namespace)
+        living |= {process for process in _holders(database) if _alive_here(process)}
+        abandoned = release_abandoned_jobs(
+            database,
+            stale_after=settings.stale_after_seconds,
+            max_worker_deaths=settings.max_worker_deaths,
+            living=living,
+        )
+        resent = send_back(settings, database, celery, abandoned, "worker went silent")
     cutoff = utc_now() - timedelta(seconds=settings.stale_after_seconds)
     with database.session() as session:
         waiting = session.execute(
@@ -99,15 +146,25 @@ def sweep(settings: Settings, database: Database, celery: Celery, client: redis.
         if job_id in in_broker or job_id in resent:
             continue
         logger.warning("broker lost a queued job; re-enqueued", extra={"job_id": job_id})
-        with database.session() as session:
-            session.get_one(Job, job_id).enqueued_at = utc_now()
+        mark_resent(database, job_id)
         enqueue_job(celery, settings.redis_namespace, job_id, queue, priority)
         resent.append(job_id)
     return resent
 
 
+def _holders(database: Database) -> set[str]:
+    """The processes ("<host>:<pid>") that hold a running job."""
+    with database.reading() as session:
+        workers = session.scalars(select(Job.worker).where(Job.state == JobState.RUNNING, Job.worker.is_not(None)))
+        return {worker.rsplit(":", 1)[0] for worker in workers if worker}
+
+
 class Sweeper(Periodic):
-    """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs)."""
+    """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs).
+
+    After a round that could not reach the database, heartbeats are not judged until `stale_after_seconds` after it
+    answers again: the workers could not write theirs meanwhile, and are given the same time to catch up as always.
+    """
 
     def __init__(self, settings: Settings, database: Database, celery: Celery, interval: float) -> None:
         super().__init__("voxcast-sweeper", interval, self._round)
@@ -115,6 +172,7 @@ class Sweeper(Periodic):
         self.database = database
         self.celery = celery
         self.client = redis.Redis.from_url(settings.redis_url)
+        self._database_back_at: float | None = None  # when the database answered again after an outage
 
     def keep_house(self) -> None:
         """Finish interrupted deletes, and remove what the retention policy no longer keeps."""
@@ -123,7 +181,22 @@ class Sweeper(Periodic):
         apply_retention(self.settings, self.database, data, utc_now())
 
     def _round(self) -> None:
+        now = time.monotonic()
+        back = self._database_back_at
+        judge = back is None or now - back >= self.settings.stale_after_seconds
         try:
-            sweep(self.settings, self.database, self.celery, self.client)
+            sweep(self.settings, self.database, self.celery, self.client, judge_silence=judge)
+        except DatabaseUnavailable:
+            self._database_back_at = float("inf")  # until a round reaches it again
+            raise
+        except Exception as error:
+            if is_transient(error):
+                self._database_back_at = float("inf")
+            raise
+        else:
+            if back == float("inf"):
+                self._database_back_at = now
+            elif back is not None and judge:
+                self._database_back_at = None
         finally:  # a sweep that failed must not hold the housekeeping back, nor a failed housekeeping the sweeps
             self.keep_house()

@@ -26,9 +26,10 @@ from typing import Any
 from celery import signals
 from celery.exceptions import Reject
 
-from core.db import Database, database_url, upgrade_database
+from core.db import Database, DatabaseUnavailable, database_url, upgrade_database
 from core.file_store import StoreUnavailable
 from core.job_events import EventPublisher
+from core.job_repository import hand_back_process_jobs
 from core.logging import configure_logging
 from core.settings import Settings
 from core.stop_budget import WORKER_STOP_SECONDS
@@ -36,7 +37,6 @@ from core.storage import DataFolder
 from workers.cancel_watch import CancelWatch
 from workers.celery_app import RUN_JOB_TASK, create_celery_app, enqueue_job
 from workers.job_execution import execute_job
-from workers.job_records import hand_back_process_jobs
 from workers.job_stops import EngineDied, HandedBack
 from workers.lifeline import end_process, end_within, watch_lifeline
 from workers.presence import Presence
@@ -95,6 +95,13 @@ def _execute_or_exit(job_id: str, revision: int | None = None) -> None:
         execute_job(services, job_id, revision=revision)
     except HandedBack as handed:
         _send_again(services, handed)
+    except DatabaseUnavailable as error:
+        # The database did not answer within its budget (`VOXCAST_DATABASE_RETRY_SECONDS`): the message goes back to
+        # the queue, and whatever this worker held is handed back by a sweeper once the database answers again.
+        logger.warning(
+            "the database does not answer; the job's message goes back", extra={"job_id": job_id, "error": str(error)}
+        )
+        raise Reject(str(error), requeue=True) from error
     except EngineDied as error:
         logger.critical(
             "the engine died; this worker exits so that it is restarted and its jobs run again",

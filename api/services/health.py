@@ -37,14 +37,20 @@ async def health_report(services: ApiServices) -> HealthView:
             last_exit=status.last_exit,
             next_start_in_seconds=status.next_start_in_seconds,
         )
+    stalled = [f"{worker.name}: {loop}" for worker in announced for loop in worker.stalled_loops]
     if database != "ok":
         verdict = "down"
-    elif redis != "ok" or not announced or (supervised is not None and supervised.state != "running"):
+    elif redis != "ok" or not announced or stalled or (supervised is not None and supervised.state != "running"):
         verdict = "degraded"
     else:
         verdict = "ok"
     return HealthView(
-        status=verdict, database=database, redis=redis, workers=len(announced), supervised_worker=supervised
+        status=verdict,
+        database=database,
+        redis=redis,
+        workers=len(announced),
+        stalled_loops=stalled,
+        supervised_worker=supervised,
     )
 
 

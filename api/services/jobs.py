@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
@@ -43,7 +43,7 @@ from api.services.job_limits import (
 from api.services.ownership import owned_row
 from api.services.storage_quota import check_storage_quota
 from api.services.voices import copy_voice_into, prepare_upload, upload_name
-from core import job_deletion
+from core import job_deletion, job_repository
 from core.audio_formats import AUDIO_FORMATS
 from core.audio_rates import FRAMES_PER_SECOND
 from core.job_states import JobState, QueueKind, SegmentState
@@ -160,10 +160,10 @@ def _store_job(
             plan.estimated_seconds, formats
         )
         check_storage_quota(session, services, caller, storage_bytes, "this job")
-        job = Job(
+        job = job_repository.create_job(
+            session,
             id=job_id,
             owner_id=caller.key_id,
-            state=JobState.QUEUED,
             mode=options.mode,
             queue=queue,
             priority=options.priority,
@@ -181,7 +181,6 @@ def _store_job(
             segments_total=len(plan.segments),
             warnings=[{"line": warning.line, "message": warning.message} for warning in warnings],
         )
-        session.add(job)
         session.flush()
         if show is not None and options.episode is not None:
             add_episode(session, job, show, options.episode)
@@ -338,17 +337,10 @@ def retry_job(services: ApiServices, job_id: str) -> JobView:
         job = session.get(Job, job_id)
         if job is None:
             raise NotFound(f"no job {job_id}")
-        if job.job_state not in (JobState.FAILED, JobState.CANCELLED):
-            raise Conflict(f"job {job_id} is {job.state}; only failed or cancelled jobs can be retried")
-        job.state = JobState.QUEUED
-        job.cancel_requested = False
-        job.error = None
-        job.worker_deaths = 0
-        job.finished_at = None
-        job.enqueued_at = utc_now()
-        session.flush()
-        # its segments run again where the retention policy removed them; from now on they are kept again
-        session.execute(update(Job).where(Job.id == job_id).values(intermediates_removed_at=None))
+        try:
+            job_repository.retry(session, job_id)
+        except job_repository.IllegalTransition as error:
+            raise Conflict(f"job {job_id} is {error.current}; only failed or cancelled jobs can be retried") from None
         session.refresh(job)
         view = job_view(session, job)
     _send(services, job_id, view.queue, view.priority)
@@ -361,8 +353,8 @@ def reprioritise_job(services: ApiServices, job_id: str, priority: int) -> JobVi
         job = session.get(Job, job_id)
         if job is None:
             raise NotFound(f"no job {job_id}")
-        job.priority = priority
-        session.flush()
+        job_repository.reprioritise(session, job_id, priority)
+        session.refresh(job)
         view = job_view(session, job)
         requeue = job.job_state is JobState.QUEUED
     if requeue:

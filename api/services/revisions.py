@@ -3,12 +3,11 @@ earlier take, `api.services.takes`), on condition that nothing moved it meanwhil
 
 from __future__ import annotations
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from api.errors import Conflict
-from core.job_states import JobState, SegmentState
-from core.models import Job, JobSegment, utc_now
+from core import job_repository
+from core.models import Job
 
 
 def removed_message(job: Job) -> str:
@@ -25,44 +24,13 @@ def start_revision(
 ) -> None:
     """Queue the job again at `revision` with the given segments pending under new seeds (and the hashes of their new
     words); 409 if it moved on."""
-    now = utc_now()
-    moved = session.execute(
-        update(Job)
-        .where(
-            Job.id == job.id,
-            Job.state == JobState.DONE,
-            Job.revision == revision - 1,
-            Job.intermediates_removed_at.is_(None),
-        )
-        .values(
-            state=JobState.QUEUED,
-            revision=revision,
-            frames_done=0,
-            segments_done=0,
-            audio_seconds=None,
-            error=None,
-            cancel_requested=False,
-            started_at=None,
-            finished_at=None,
-            enqueued_at=now,
-        )
-    )
-    if moved.rowcount != 1:
+    try:
+        moved = job_repository.regenerate(session, job.id, revision, seeds, text_hashes)
+    except job_repository.IllegalTransition as error:
+        raise Conflict(f"job {job.id} is {error.current}; only a done job can be regenerated") from None
+    if not moved:
         session.refresh(job)
         if job.intermediates_removed_at is not None:
             raise Conflict(removed_message(job))
         raise Conflict(f"job {job.id} changed while the request was read (another regeneration?); try again")
-    for index, seed in seeds.items():
-        session.execute(
-            update(JobSegment)
-            .where(JobSegment.job_id == job.id, JobSegment.index == index)
-            .values(
-                state=SegmentState.PENDING,
-                seed=seed,
-                revision=revision,
-                text_hash=text_hashes[index],
-                started_at=None,
-                finished_at=None,
-            )
-        )
     session.refresh(job)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
@@ -28,8 +28,9 @@ from api.errors import Conflict
 from api.schemas import JobView
 from api.services.jobs import job_view, owned_job
 from api.services.revisions import start_revision
+from core import job_repository
 from core.job_scripts import read_script, script_path, write_script
-from core.job_states import JobState, QueueKind, SegmentState
+from core.job_states import JobState, QueueKind
 from core.models import Job, JobSegment
 from core.storage import DataFolder, atomic_write
 from workers.regeneration import enqueue_regeneration
@@ -42,7 +43,7 @@ _KEPT_FIELDS = ("index", "frames", "seconds", "seed", "revision", "text_hash", "
 
 def set_aside(session: Session, data: DataFolder, job: Job, indices: Iterable[int]) -> None:
     """Keep the segments `indices` as they are now as the job's earlier take (before they go back to pending)."""
-    discard(data, job)
+    discard(session, data, job)
     folder = data.job(job.id)
     rows = session.scalars(select(JobSegment).where(JobSegment.job_id == job.id, JobSegment.index.in_(list(indices))))
     kept = []
@@ -53,10 +54,12 @@ def set_aside(session: Session, data: DataFolder, job: Job, indices: Iterable[in
         _copy(data, data.resolve(row.audio_path), audio)
         _copy(data, data.resolve(row.latents_path), latents)
         kept.append({field: getattr(row, field) for field in _KEPT_FIELDS})
-    job.previous_take = {"revision": job.revision, "segments": sorted(kept, key=lambda segment: segment["index"])}
+    take = {"revision": job.revision, "segments": sorted(kept, key=lambda segment: segment["index"])}
+    job_repository.keep_previous_take(session, job.id, take)
+    session.refresh(job)
 
 
-def discard(data: DataFolder, job: Job) -> None:
+def discard(session: Session, data: DataFolder, job: Job) -> None:
     """Remove the job's earlier take, if it keeps one."""
     if job.previous_take is None:
         return
@@ -64,7 +67,8 @@ def discard(data: DataFolder, job: Job) -> None:
     for segment in job.previous_take["segments"]:
         for path in folder.previous_take(segment["index"]):
             data.files.remove_file(path)
-    job.previous_take = None
+    job_repository.keep_previous_take(session, job.id, None)
+    session.refresh(job)
 
 
 def choose_take(services: ApiServices, caller: Caller, job_id: str, keep: TakeKept) -> JobView:
@@ -77,7 +81,7 @@ def choose_take(services: ApiServices, caller: Caller, job_id: str, keep: TakeKe
         if job.previous_take is None:
             raise Conflict(f"job {job_id} keeps no earlier take to choose from; a regeneration keeps one")
         if keep == "new":
-            discard(services.data, job)
+            discard(session, services.data, job)
             logger.info("new take kept", extra={"job_id": job_id, "revision": job.revision})
             return job_view(session, job)
         revision = _restore(services, session, job)
@@ -103,15 +107,11 @@ def _restore(services: ApiServices, session: Session, job: Job) -> int:
     for segment in take["segments"]:
         audio, latents = folder.previous_take(segment["index"])
         values = {field: segment[field] for field in _KEPT_FIELDS if field != "index"}
-        session.execute(
-            update(JobSegment)
-            .where(JobSegment.job_id == job.id, JobSegment.index == segment["index"])
-            .values(
-                **values, state=SegmentState.DONE, audio_path=data.relative(audio), latents_path=data.relative(latents)
-            )
-        )
+        values |= {"audio_path": data.relative(audio), "latents_path": data.relative(latents)}
+        job_repository.restore_segment(session, job.id, segment["index"], values)
     data.files.publish(write_script(folder, revision, script))  # before the row commits, as at submission
-    job.previous_take = None
+    job_repository.keep_previous_take(session, job.id, None)
+    session.refresh(job)
     return revision
 
 

@@ -1,0 +1,56 @@
+"""Background loops never die: a failed round is logged and tried again sooner, anything a round raises is caught,
+and a loop that stops completing rounds is named by `stalled_loops` (a worker's announcement carries it to
+`/health`)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from workers import periodic
+from workers.periodic import Periodic, stalled_loops
+
+WAIT = 30.0  # a bound on a stalled test, never a measure of speed
+
+
+def test_a_loop_outlives_failed_rounds_and_retries_them_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(periodic, "FIRST_RETRY_SECONDS", 0.01)
+    rounds: list[int] = []
+    succeeded = threading.Event()
+
+    def work() -> None:
+        rounds.append(len(rounds))
+        if len(rounds) == 1:
+            raise ConnectionError("the database is shutting down")
+        if len(rounds) == 2:
+            raise SystemExit(3)  # what a library may raise: it must not end the loop either
+        succeeded.set()
+
+    loop = Periodic("test-loop", interval=3600, work=work)  # the next round is a retry's, not the interval's
+    loop.start()
+    try:
+        assert succeeded.wait(WAIT)
+        assert loop.completed_at is not None and "test-loop" not in stalled_loops()
+    finally:
+        loop.stop()
+    assert len(rounds) == 3
+
+
+def test_a_loop_that_completes_no_round_in_time_is_named_stalled() -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def work() -> None:
+        entered.set()
+        release.wait(WAIT)
+
+    loop = Periodic("test-stuck-loop", interval=3600, work=work)
+    loop.stall_after = 0.0
+    loop.start()
+    try:
+        assert entered.wait(WAIT)
+        assert "test-stuck-loop" in stalled_loops()
+        release.set()
+    finally:
+        loop.stop()
+    assert "test-stuck-loop" not in stalled_loops()  # a stopped loop is not stalled
