@@ -106,7 +106,8 @@ class BranchBlocks:
 
     def grow(self, pool: BlockPool, tokens: int) -> None:
         """Hold enough blocks for `tokens` entries; `PoolExhausted` (nothing taken) when the pool is short."""
-        self.table.extend(pool.take(self.missing(pool, tokens)))
+        if missing := self.missing(pool, tokens):  # most steps need none: spare the pool's bookkeeping
+            self.table.extend(pool.take(missing))
 
     def hide_history(self, pool: BlockPool) -> None:
         """From now on nothing before the current length is visible; the blocks wholly before it go back."""

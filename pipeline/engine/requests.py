@@ -85,7 +85,7 @@ class RequestHandle:
 
     def __init__(self, request: GenerationRequest, cancel: Callable[[int], None]) -> None:
         self.request = request
-        self._events: queue.Queue[EngineEvent] = queue.Queue()
+        self._events: queue.SimpleQueue[EngineEvent] = queue.SimpleQueue()  # one put per frame: the lightest queue
         self._cancel = cancel
 
     @property

@@ -205,6 +205,8 @@ def _prefill_chunks(waiting: Sequence[RequestView], tokens: int, chunk: int) -> 
 
 def admission_order(waiting: Sequence[RequestView], active: Sequence[RequestView]) -> list[int]:
     """The waiting requests in the order they should take free rows (see the module's docstring)."""
+    if all(view.job is None for view in waiting):  # no job to take turns with: importance, then arrival
+        return [view.request_id for view in sorted(waiting, key=lambda r: (*(-v for v in r.importance), r.arrival))]
     held = Counter(view.job for view in active if view.job is not None)
     remaining = list(waiting)
     order = []
