@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -282,6 +283,19 @@ def test_a_feed_without_artwork_or_episodes_still_parses() -> None:
     tree = etree.fromstring(body)
     assert tree.findtext(f"channel/{{{ITUNES_NAMESPACE}}}explicit") == "true"
     assert tree.find(f"channel/{{{PODCAST_NAMESPACE}}}locked") is None  # a lock names its owner
+
+
+def test_a_show_stored_with_nothing_but_unpublishable_text_still_gives_a_feed() -> None:
+    """Rows stored before the published-text rule may hold only what it drops: RSS still gets the title, description
+    and owner name it requires."""
+    channel, items = feed_fixture(title="\u202e", description="\x00\x0c", author="\x1b")
+    items = [replace(items[0], title="\u202e\ud800", description="\x0b")]
+    parsed = feedparser.parse(render_feed(channel, items))
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert (parsed.feed.title, parsed.feed.summary, parsed.feed.author) == ("Untitled", "Untitled", "Untitled")
+    assert parsed.feed.publisher_detail == {"name": "Untitled", "email": "ann@example.com"}
+    (entry,) = parsed.entries
+    assert entry.title == "Untitled" and "summary" not in entry
 
 
 def png(pixels: int, height: int | None = None, mode: str = "RGB", kind: str = "PNG") -> bytes:

@@ -27,6 +27,7 @@ PODCAST_NAMESPACE = "https://podcastindex.org/namespace/1.0"
 ITUNES_NAMESPACE = "http://www.itunes.com/dtds/podcast-1.0.dtd"
 MP3_MEDIA_TYPE = "audio/mpeg"
 TRANSCRIPT_MEDIA_TYPES = {"vtt": "text/vtt", "srt": "application/x-subrip"}
+UNTITLED = "Untitled"
 _EXTENSION = "podcastindex"
 _APPLE_EXTENSION = "apple"
 
@@ -74,8 +75,9 @@ def render_feed(channel: FeedChannel, items: Sequence[FeedItem]) -> bytes:
     feed.load_extension("podcast")
     feed.register_extension(_APPLE_EXTENSION, AppleExtension, atom=False, rss=True)
     feed.register_extension(_EXTENSION, PodcastIndexExtension, PodcastIndexEntryExtension, atom=False, rss=True)
-    title, author = publishable(channel.title), publishable(channel.author)
-    description = publishable(channel.description) or title  # RSS requires one
+    # RSS requires a title and a description: a row stored before the rule may hold nothing else but what it drops.
+    title = publishable(channel.title) or UNTITLED
+    description, author = publishable(channel.description) or title, publishable(channel.author) or title
     feed.title(title)
     feed.description(description)
     feed.link(href=channel.feed_url, rel="self")
@@ -89,14 +91,15 @@ def render_feed(channel: FeedChannel, items: Sequence[FeedItem]) -> bytes:
     feed.podcast.itunes_summary(description)
     feed.podcast.itunes_type(channel.show_type)
     getattr(feed, _APPLE_EXTENSION).explicit = channel.explicit
-    if channel.owner_email is not None:
-        feed.podcast.itunes_owner(name=author, email=publishable(channel.owner_email))
+    owner_email = publishable(channel.owner_email or "")
+    if owner_email:
+        feed.podcast.itunes_owner(name=author, email=owner_email)
     if channel.artwork_url is not None:
         feed.podcast.itunes_image(channel.artwork_url)
         feed.image(url=channel.artwork_url, title=title, link=channel.page_url)
     podcast = getattr(feed, _EXTENSION)
     podcast.guid = channel.podcast_guid
-    podcast.locked_by = None if channel.owner_email is None else (publishable(channel.owner_email), channel.locked)
+    podcast.locked_by = (owner_email, channel.locked) if owner_email else None
     for item in sorted(items, key=lambda item: item.published):  # feedgen puts the last added first
         _add_item(feed, item)
     return feed.rss_str(pretty=True, encoding="UTF-8", xml_declaration=True)
@@ -105,7 +108,7 @@ def render_feed(channel: FeedChannel, items: Sequence[FeedItem]) -> bytes:
 def _add_item(feed: FeedGenerator, item: FeedItem) -> None:
     entry = feed.add_entry()
     entry.guid(item.guid, permalink=False)
-    entry.title(publishable(item.title))
+    entry.title(publishable(item.title) or UNTITLED)
     entry.published(item.published)
     if description := publishable(item.description or ""):
         entry.description(description)
