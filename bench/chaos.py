@@ -78,6 +78,7 @@ SETTLE_SECONDS = 8.0  # quiet time before the broker and /metrics are read (a sw
 REQUEST_TIMEOUT = 30.0
 SPEECH_TIMEOUT = 120.0
 PCM16_STEP = 1 / 32768
+PRINTED_VIOLATIONS = 40  # the report prints this many; the JSON has them all
 RESUME_SHARE = 0.02  # README: a resumed job's WAV is within one 16-bit step of an uninterrupted run's in 2% of samples
 
 FAULT_KINDS = (
@@ -402,7 +403,7 @@ class Response:
     method: str
     route: str
     status: int | None  # None: no response (refused, reset, timed out)
-    error: str | None = None
+    error: str | None = None  # the error that replaced the response, or a 5xx's body (its start)
 
 
 @dataclass
@@ -614,13 +615,19 @@ class Run:
                         continue
                     code = service.process.returncode
                     if not service.expected_exit:
-                        tail = service.log_path.read_bytes()[-600:].decode(errors="replace").strip().splitlines()
                         self.unexpected_exits.append(
                             f"{service.name} (pid {service.pid}) exited by itself with {code} at "
-                            f"{self.now():.1f} s; log: {tail[-1] if tail else ''}"
+                            f"{self.now():.1f} s; its last error: {self.last_error(service)}"
                         )
                     time.sleep(1.0)
                     service.start()
+
+    @staticmethod
+    def last_error(service: Service) -> str:
+        """The last warning, error or critical line of the service's log since its start, shortened."""
+        since_start = service.log_path.read_bytes().decode(errors="replace").rsplit(START_MARK, 1)[-1]
+        lines = [line for line in since_start.splitlines() if re.match(r"level=(warning|error|critical)", line)]
+        return lines[-1][:400] if lines else "(none logged)"
 
     def monitor(self) -> None:
         """Read every job and script job every 0.25 s: progress, ends, holders; skipped while the database is away."""
@@ -685,8 +692,9 @@ class Run:
             with self.lock:
                 self.responses.append(Response(self.now(), key, method, route, None, type(error).__name__))
             return None
+        body = response.text[:160] if response.status_code >= 500 else None
         with self.lock:
-            self.responses.append(Response(self.now(), key, method, route, response.status_code))
+            self.responses.append(Response(self.now(), key, method, route, response.status_code, body))
         return response
 
     # --- the reference run -------------------------------------------------------------------------------------
@@ -879,7 +887,7 @@ class Run:
             rng.shuffle(kinds)
             at = 3.0
             for kind in kinds:
-                plan.append((at, kind, self.target_of(kind, rng), self.outage_of(kind, rng, 10.0)))
+                plan.append((at, kind, self.target_of(kind), self.outage_of(kind, rng, 10.0)))
                 at += plan[-1][3] + rng.uniform(4.0, 10.0)
             return plan
         timelines = {
@@ -901,15 +909,13 @@ class Run:
         return sorted(plan)
 
     @staticmethod
-    def target_of(kind: str, rng: random.Random) -> str:
-        if kind.startswith("worker"):
-            return f"worker-{rng.randrange(2)}"
-        return kind.split("_")[0]
+    def target_of(kind: str) -> str:
+        return kind.split("_")[0]  # a worker fault picks its worker when it starts (`worker_for`)
 
     @staticmethod
     def outage_of(kind: str, rng: random.Random, longest: float) -> float:
         if kind == "worker_sigstop":
-            return STALE_AFTER_SECONDS + rng.uniform(2.0, 5.0)  # past the heartbeat: the sweeper takes its jobs
+            return round(STALE_AFTER_SECONDS + rng.uniform(2.0, 5.0), 1)  # past the heartbeat: swept
         if kind in ("worker_sigkill", "api_sigterm", "api_sigkill"):
             return 1.0  # the restart policy's second
         return round(rng.uniform(1.0, longest), 1)
@@ -938,13 +944,26 @@ class Run:
                     if row.state == "running" and (row.worker or "").startswith(prefix)
                 ]
 
+    def worker_for(self, target: str) -> Service:
+        """The speech worker a worker fault hits: `target` in a soak's timeline; in the short schedule ("worker"),
+        the one holding the most running jobs, so that the fault meets work. Waits (a minute at most) for it to be
+        ready: a fault on a worker still loading its model proves nothing."""
+        names = [target] if target in self.services else ["worker-0", "worker-1"]
+        for name in names:
+            self.services[name].wait_ready(60, self.services[name].starts)
+        return max(
+            (self.services[name] for name in names),
+            key=lambda service: (len(self.held_by(service)), -names.index(service.name)),
+        )
+
     def inject(self, kind: str, target: str, outage: float) -> None:
+        service = self.worker_for(target) if kind.startswith("worker") else self.services["api"]
+        target = service.name if kind.startswith("worker") else target
         fault = Fault(kind, target, self.now(), affected=self.running_jobs())
         with self.lock:
             self.faults.append(fault)
         log(f"fault {kind} on {target} for {outage:.1f} s")
         if kind in ("worker_sigkill", "worker_sigstop"):
-            service = self.services[target]
             with service.lock:
                 starts = service.starts
                 if kind == "worker_sigkill":
@@ -964,7 +983,6 @@ class Run:
             else:
                 service.wait_ready(180, starts + 1)  # the keeper starts it again
         elif kind in ("api_sigterm", "api_sigkill"):
-            service = self.services["api"]
             with service.lock:
                 starts = service.starts
                 service.expected_exit = True
@@ -1182,6 +1200,7 @@ class Run:
             if job.id in self.retried:
                 low = 0
             if not low <= job.worker_deaths <= high:
+                met = [f"{fault.kind} at {fault.started:.1f} s" for fault in self.faults if job.id in fault.affected]
                 kills = [
                     f"{fault.target} ({fault.detail}) at {fault.started:.1f} s"
                     for fault in self.kills
@@ -1191,7 +1210,8 @@ class Run:
                     "worker_deaths_equal_kills",
                     job.id,
                     f"worker_deaths {job.worker_deaths}, killed holding it {low} to {high} times "
-                    f"{kills}; handbacks {job.handbacks}, attempts {job.attempts}; processes that ended "
+                    f"{kills}; handbacks {job.handbacks}, attempts {job.attempts}; faults it met running: "
+                    f"{met or 'none'}; processes that ended "
                     f"by themselves: {self.unexpected_exits or 'none'}",
                 )
 
@@ -1227,9 +1247,11 @@ class Run:
             return
         shown: dict[tuple[str, ...], float] = {}
         for line in answer.text.splitlines():
-            found = re.match(r'^(voxcast_jobs|voxcast_script_jobs)\{(\w+)="([^"]*)",state="([^"]*)"\} (\S+)$', line)
+            found = re.match(r"^(voxcast_jobs|voxcast_script_jobs)\{([^}]*)\} (\S+)$", line)
             if found:
-                shown[(found[1], found[3], found[4])] = float(found[5])
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', found[2]))
+                group = labels.get("queue", labels.get("task", "?"))
+                shown[(found[1], group, labels.get("state", "?"))] = float(found[3])
         counted: Counter[tuple[str, ...]] = Counter(("voxcast_jobs", job.queue, job.state) for job in jobs.values())
         counted.update(("voxcast_script_jobs", row.task, row.state) for row in scripts.values())
         for series in set(shown) | set(counted):
@@ -1252,14 +1274,14 @@ class Run:
         for answer in self.responses:
             what = f"{answer.method} {answer.route} at {answer.at:.1f} s ({answer.key})"
             if answer.status is None:
-                if not self.outage_at(answer.at, ("api",)):
+                if not self.outage_at(answer.at, ("api",)):  # a reset (after a 500, issue 37) or a refusal
                     self.violate("no_5xx_but_503_in_outage", "-", f"{what}: no response ({answer.error})")
             elif answer.status == 503 and self.outage_at(answer.at, (*dependencies, "api")):
                 continue
             elif answer.status == 507 and self.outage_at(answer.at, ("disk",)):
                 continue
             elif answer.status >= 500:
-                self.violate("no_5xx_but_503_in_outage", "-", f"{what}: {answer.status}")
+                self.violate("no_5xx_but_503_in_outage", "-", f"{what}: {answer.status} {answer.error!r}")
 
     def recovery(self) -> None:
         """Each fault's recovery: from its end until every job it found running progressed (or ended) again."""
@@ -1396,7 +1418,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     kinds = sorted({fault["kind"] for fault in report["faults"]})
     for n, kind in enumerate(kinds):
-        values = [fault["recovery_s"] for fault in report["faults"] if fault["kind"] == kind and fault["recovery_s"]]
+        values = [f["recovery_s"] for f in report["faults"] if f["kind"] == kind and f["recovery_s"] is not None]
         left.scatter(values, [n] * len(values), s=18)
     left.set_yticks(range(len(kinds)), kinds)
     left.set_xlabel("seconds from the fault's end to every affected job progressing")
@@ -1423,8 +1445,10 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"responses by status: {report['responses_by_status']} (500s: {report['responses_500']})")
     print(f"recovery p50 / p95 s: {report['recovery_p50_s']} / {report['recovery_p95_s']}")
     print(f"violations: {len(report['violations'])} {report['violations_by_invariant']}")
-    for item in report["violations"]:
+    for item in report["violations"][:PRINTED_VIOLATIONS]:
         print(f"  {item['invariant']}: {item['job']}: {item['evidence']}")
+    if len(report["violations"]) > PRINTED_VIOLATIONS:
+        print(f"  ... and {len(report['violations']) - PRINTED_VIOLATIONS} more (all in the JSON)")
 
 
 @contextlib.contextmanager
