@@ -9,8 +9,10 @@
 # VibeVoice-1.5B's shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
 # 64 and 256 (offline), 64 requests arriving as a Poisson process (streaming policy), and the long-form run:
 # one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,
-# with the paged K/V pool's peak against the slot design's reservation. Each engine gets ready as a worker's does
-# (warm_up.prepare_to_serve: graphs captured, the fast path checked against the eager step, a fall-back with its
+# with the paged K/V pool's peak against the slot design's reservation; then the device's cost file
+# (bench/gpu_costs.py: OUT_DIR/costs/costs.json, the form of shared/device_costs/) with the simulated device checked
+# against the real engine on it (OUT_DIR/costs/validation.json, OUT_DIR/costs/simulated.json). Each engine gets
+# ready as a worker's does (warm_up.prepare_to_serve: graphs captured, the fast path checked against the eager step, a fall-back with its
 # reason where it fails), and the table says per run the step it decoded with, the K/V entries read per entry
 # visible, the graphs, their memory and the warm-up time, and the pool sized beside the measured step. Every run writes
 # OUT_DIR/NAME.json; the whole log is OUT_DIR/gpu.log and the table OUT_DIR/table.md. It keeps to a time
@@ -19,7 +21,7 @@
 # The same script runs small on the CPU, to check it end to end anywhere:
 #     VOXCAST_BENCH_SIZE=tiny VOXCAST_BENCH_DEVICE=cpu VOXCAST_BENCH_CONCURRENCY="1 2" \
 #     VOXCAST_BENCH_AUDIO_SECONDS=1,2 VOXCAST_BENCH_STREAMING=2 VOXCAST_BENCH_ABLATION=2 \
-#     VOXCAST_BENCH_LONGFORM="1500 40 3" bench/gpu.sh out/
+#     VOXCAST_BENCH_LONGFORM="1500 40 3" VOXCAST_BENCH_COST_BATCHES=1,2 bench/gpu.sh out/
 set -uo pipefail
 
 out="${1:?usage: bench/gpu.sh OUT_DIR}"
@@ -32,6 +34,8 @@ seconds="${VOXCAST_BENCH_AUDIO_SECONDS:-20,20}"
 steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
 budget="${VOXCAST_BENCH_BUDGET_S:-450}"
 read -r long_tokens long_frames long_beside <<<"${VOXCAST_BENCH_LONGFORM:-60000 600 63}"
+cost_batches="${VOXCAST_BENCH_COST_BATCHES:-1,4,16,64,128,256}"
+predicted_costs="${VOXCAST_BENCH_PREDICTED_COSTS:-../shared/device_costs/h200-vibevoice-1.5b-bf16-eager.json}"
 python="${PYTHON:-python3}"
 
 mkdir -p "$out" && out="$(cd "$out" && pwd)"
@@ -81,6 +85,22 @@ done
 bench "streaming-c$streaming" 70 --concurrency "$streaming" --arrivals poisson --rate 16 --paths hf_static,engine
 bench "longform" 90 --workload longform --long-tokens "$long_tokens" --long-frames "$long_frames" \
     --concurrency "$long_beside" --rate 16 --paths engine
+# The device's cost file (the form of shared/device_costs/), and the simulated device checked against this device:
+# a Poisson workload through the real engine, the simulation with the file just measured, and the simulation with
+# the shared H200 file (what was predicted before any GPU run); then the sweep's figures recalibrated on it.
+if ((SECONDS + 150 <= budget)); then
+    say "## costs: bench/gpu_costs.py --batches $cost_batches"
+    predicted=()
+    [ -f "$predicted_costs" ] && predicted=(--predicted-by "$predicted_costs")
+    "$python" bench/gpu_costs.py --size "$size" --device "$device" --batches "$cost_batches" \
+        --diffusion-steps "$steps" --out "$out/costs/costs.json" --validate "$out/costs/validation.json" \
+        --validate-streams "$streaming" --validate-rate 2 --validate-seconds "$seconds" "${predicted[@]}" 2>&1 |
+        grep -v 'Loading weights' | tee -a "$log"
+    "$python" bench/simulate.py --costs "$out/costs/costs.json" --streams "$streaming" --duration 90 \
+        --validation "$out/costs/validation.json" --json "$out/costs/simulated.json" 2>&1 | tee -a "$log"
+else
+    say "## costs: skipped, ${SECONDS}s spent of a ${budget}s budget"
+fi
 # What each part of the fast path is worth: the engine at 64 requests without overlap, without graphs, eager.
 bench "engine-c$ablation-no-overlap" 25 --concurrency "$ablation" --arrivals at-once --paths engine --no-overlap
 bench "engine-c$ablation-no-graphs" 40 --concurrency "$ablation" --arrivals at-once --paths engine --no-cuda-graphs

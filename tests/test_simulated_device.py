@@ -86,3 +86,17 @@ def test_the_host_work_is_counted_on_top_of_the_modelled_time() -> None:
     engine.submit(GenerationRequest(PromptInputs(torch.zeros(1, 20, dtype=torch.long), None, None), 30))
     engine.run_until_idle()
     assert runner.device_seconds == 0.0 and clock() > 0.0  # the engine's own work took real time
+
+
+def test_a_request_start_costs_its_prompt_embedding_where_the_file_measured_it() -> None:
+    starts = {"request_starts": [{"tokens": 100, "ms": 300.0}, {"tokens": 200, "ms": 500.0}]}
+    model = CostModel.from_costs(SMALL | starts)
+    assert model.start_seconds(150) == pytest.approx(0.4)
+    assert CostModel.from_costs(SMALL).start_seconds(150) == 0.0  # a file without starts: its prefill holds them
+    clock = VirtualClock(count_host=False)
+    runner = SimulatedRunner(simulated_spec(rows=2, num_blocks=100), model, clock)
+    engine = Engine(runner, EngineConfig(slots=2), clock=clock)
+    engine.submit(GenerationRequest(PromptInputs(torch.zeros(1, 100, dtype=torch.long), None, None), 1))
+    engine.run_until_idle()
+    prefill_and_frame = model.step_seconds(StepShape(frame_rows=1, prefill_chunks=(100,)))
+    assert clock() == pytest.approx(0.3 + prefill_and_frame)

@@ -27,7 +27,9 @@ size, and prefill costs). Where nothing was measured it assumes, and `CostModel.
 - no CUDA graphs and no overlapped read-back: eager costs, as measured;
 - a frame's cost beyond its measured parts (token choice, the step's own host work on the device side) is
   the file's `other_ms` where measured, else what `generate()`'s steady per-frame time exceeds the parts by;
-- prefill costs a fixed part per chunk (each chunk is one forward) plus a part per token, fitted to the file.
+- prefill costs a fixed part per chunk (each chunk is one forward) plus a part per token, fitted to the file;
+  a request's start (its prompt embedded, its voices encoded) costs what the file's `request_starts` fit gives,
+  or nothing where the file has none (the H200 file's `generate()` prefill figures include the voices' encoding).
 
 It imports torch only because the engine's records carry tensors (latents, noise); it creates none per step.
 """
@@ -130,6 +132,8 @@ class CostModel:
     prefill_ms_per_token: float
     roofline: Roofline | None
     source: str
+    start_fixed_ms: float = 0.0  # a request's start: its prompt embedded, its voices encoded
+    start_ms_per_token: float = 0.0
     assumptions: list[str] = field(default_factory=list)
 
     @classmethod
@@ -145,8 +149,10 @@ class CostModel:
         parts = {name: PartCurve([(row["batch_size"], row[name]) for row in rows], past) for name in PARTS}
         other = PartCurve(_other_ms(costs), past)
         fixed, per_token = _prefill_fit(costs)
+        starts = [(row["tokens"], row["ms"]) for row in costs.get("request_starts", [])]
+        start_fixed, start_per_token = _affine_fit(starts) if starts else (0.0, 0.0)
         roofline = _roofline(costs)
-        model = cls(parts, other, fixed, per_token, roofline, source)
+        model = cls(parts, other, fixed, per_token, roofline, source, start_fixed, start_per_token)
         model.assumptions = model._assumptions(past, costs)
         return model
 
@@ -154,7 +160,8 @@ class CostModel:
     def free(cls) -> CostModel:
         """A device that costs nothing: what is left of a step is the engine's own host work."""
         zero = PartCurve([(1, 0.0)], "flat")
-        return cls(dict.fromkeys(PARTS, zero), zero, 0.0, 0.0, None, "free", ["every step costs nothing on the device"])
+        nothing = ["every step costs nothing on the device"]
+        return cls(dict.fromkeys(PARTS, zero), zero, 0.0, 0.0, None, "free", assumptions=nothing)
 
     def step_seconds(self, shape: StepShape) -> float:
         ms = sum(self.prefill_fixed_ms + self.prefill_ms_per_token * tokens for tokens in shape.prefill_chunks)
@@ -182,6 +189,10 @@ class CostModel:
             return 0.0
         return min(cost(batch) for batch in [rows, *(b for b in self.parts["lm_step_ms"].batches if b > rows)])
 
+    def start_seconds(self, prompt_tokens: int) -> float:
+        """A request taking its row: its prompt embedded (voices encoded), before any prefill chunk."""
+        return (self.start_fixed_ms + self.start_ms_per_token * prompt_tokens) / 1000
+
     def replay_seconds(self, frames: int) -> float:
         """Streaming `frames` replayed frames of one request through the codec (a preempted request's return),
         priced as the decode and encode of a batch of that many frames."""
@@ -204,6 +215,9 @@ class CostModel:
             "eager costs as measured: no CUDA graphs, no overlap of the host's work with the device step",
             f"prefill: {self.prefill_fixed_ms:.2f} ms per chunk + {self.prefill_ms_per_token * 1000:.2f} us per token "
             "(fitted to the file)",
+            f"a request's start (prompt embedded, voices encoded): {self.start_fixed_ms:.2f} ms + "
+            f"{self.start_ms_per_token * 1000:.2f} us per prompt token"
+            + ("" if costs.get("request_starts") else " (none in the file: its prefill figures include it)"),
             "a frame step's cost beyond its parts: the file's other_ms, else what generate()'s steady per-frame time "
             "exceeds the parts' sum by",
         ]
@@ -236,8 +250,13 @@ def _prefill_fit(costs: dict) -> tuple[float, float]:
     else:
         prompt = costs.get("generate_prompt_tokens", GENERATE_PROMPT_TOKENS)
         points = [(row["batch_size"] * prompt, row["prefill_s"] * 1000) for row in costs["generate_by_batch"]]
-    if len(points) == 1:
-        return 0.0, points[0][1] / points[0][0]
+    return _affine_fit(points)
+
+
+def _affine_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through `points`, neither below 0."""
+    if len(points) == 1 or len({t for t, _ in points}) == 1:
+        return 0.0, sum(ms for _, ms in points) / len(points) / points[0][0]
     mean_tokens = sum(t for t, _ in points) / len(points)
     mean_ms = sum(ms for _, ms in points) / len(points)
     spread = sum((t - mean_tokens) ** 2 for t, _ in points)
@@ -350,6 +369,7 @@ class SimulatedRunner:
     def start_request(self, start: RequestStart) -> np.ndarray | None:
         with self.clock.stopped():
             self.owner[start.row] = start.request_id
+            self._spend(self.costs.start_seconds(start.prompt.length))
             if start.replay is None:
                 return None
             frames = sum(token == self.spec.diffusion_token_id for token in start.replay.tokens)

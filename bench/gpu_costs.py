@@ -1,0 +1,288 @@
+"""A device's cost file, measured through the real runner; and the simulated device checked against the real engine.
+
+    python bench/gpu_costs.py --size 1.5b --device cuda --out costs.json      # on a GPU (bench/gpu.sh runs it)
+    python bench/gpu_costs.py --size tiny --device cpu --out cpu.json --validate validation.json
+
+The cost file has the form of `shared/device_costs/` (what `pipeline.engine.simulated_device.CostModel` reads):
+for each batch size, the real engine (offline policy, eager step) decodes that many rows at once, and each part of
+its decode steps is timed where the runner calls it (synchronised on a GPU): `lm_step_ms` (one LM branch over the
+rows: the positive and the negative forwards, with their paged views), `diffusion_sampling_ms` (the whole loop),
+`acoustic_decode_ms`, `semantic_encode_ms`, `connectors_ms`, and `other_ms` (the rest of the step: token choice,
+the runner's own host work); medians over the steps that decoded exactly that many rows and prefilled nothing.
+`prefill_chunks` holds each prompt chunk's LM forward, `request_starts` each request's start (its prompt embedded,
+its voices encoded), both by tokens.
+
+`--validate OUT`: the faithfulness check. One Poisson workload of streams runs through the real engine, then through
+the simulated device priced by the file just measured (same arrivals, prompt lengths, frames and engine settings);
+OUT gets both runs' TTFA p50/p95 and audio seconds per second and their relative errors. Run it on a quiet machine:
+the file and the real run are both measured on whatever else shares the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import simulate  # noqa: E402  (bench/simulate.py)
+from engine import EngineRun as RealRun  # noqa: E402  (bench/engine.py)
+from engine import run_engine as run_real_engine  # noqa: E402
+from engine import summarise, ttfa_percentiles, workload  # noqa: E402
+
+from models.loading import choose_device, choose_dtype  # noqa: E402
+from models.segment_io import prompt_inputs  # noqa: E402
+from models.tiny_checkpoint import random_model  # noqa: E402
+from pipeline.engine.engine import Engine, EngineConfig  # noqa: E402
+from pipeline.engine.factory import engine_for_model  # noqa: E402
+from pipeline.engine.simulated_device import CostModel  # noqa: E402
+from pipeline.generation import SegmentRequest, submit_segment  # noqa: E402
+
+
+class PartTimer:
+    """Times the runner's parts where it calls them; `take()` hands over one step's milliseconds per part."""
+
+    def __init__(self, engine: Engine, device: torch.device) -> None:
+        self.device = device
+        self.step: dict[str, list[tuple[Any, ...]]] = defaultdict(list)  # part -> (rows or tokens, ..., ms)
+        runner = engine.runner
+        inner = runner.inner
+        runner._forward = self._timed("lm", runner._forward, lambda spans, embeds: (embeds.shape[0], embeds.shape[1]))
+        runner.sample_frames = self._timed("diffusion", runner.sample_frames, lambda positive, *_: (positive.shape[0],))
+        inner.audio_tower.decode = self._timed("acoustic", inner.audio_tower.decode, lambda latents, **_: (0,))
+        prefill = self._timed(
+            "prefill", runner._prefill_chunk, lambda chunk: (chunk.tokens, chunk.request_id, chunk.start)
+        )
+        runner._prefill_chunk = prefill
+        runner.start_request = self._timed("start", runner.start_request, lambda start: (start.prompt.length,))
+        self._hook("semantic", inner.semantic_tokenizer_encoder)
+        self._hook("connectors", inner.multi_modal_projector)
+        self._hook("connectors", inner.semantic_connector)
+
+    def take(self) -> dict[str, list[tuple[Any, ...]]]:
+        step, self.step = self.step, defaultdict(list)
+        return step
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _timed(self, part: str, call: Callable, size: Callable[..., tuple[int, ...]]) -> Callable:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._sync()
+            started = time.perf_counter()
+            result = call(*args, **kwargs)
+            self._sync()
+            ms = (time.perf_counter() - started) * 1000
+            shape = size(*args, **kwargs)
+            if part != "lm" or shape[1] == 1:  # an LM forward of many tokens is a prefill chunk's, timed there
+                self.step[part].append((*shape, ms))
+            return result
+
+        return timed
+
+    def _hook(self, part: str, module: torch.nn.Module) -> None:
+        started: list[float] = []
+
+        def before(*_: Any) -> None:
+            self._sync()
+            started.append(time.perf_counter())
+
+        def after(*_: Any) -> None:
+            self._sync()
+            self.step[part].append((0, (time.perf_counter() - started.pop()) * 1000))
+
+        module.register_forward_pre_hook(before)
+        module.register_forward_hook(after)
+
+
+def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict, list[dict], list[dict]]:
+    """One batch size: the median of each part over the steps that decoded `rows` rows and prefilled nothing,
+    each prefill chunk's (tokens, ms) and each request's start (prompt tokens, ms)."""
+    engine = engine_for_model(loaded, EngineConfig(slots=rows, policy="offline", fixed_shapes=False))
+    timer = PartTimer(engine, loaded.device)
+    requests = [r for _, r in workload(rows, "at-once", 1.0, seed=rows)]
+    prefills: list[dict] = []
+    starts: list[dict] = []  # each request's start: its prompt embedded, its voices encoded
+    handles = [submit_segment(engine, _frames(request, frames, steps)) for request in requests]
+    parts: dict[str, list[float]] = defaultdict(list)
+    while not engine.idle:
+        timer._sync()
+        started = time.perf_counter()
+        engine.step()
+        timer._sync()
+        step_ms = (time.perf_counter() - started) * 1000
+        step = timer.take()
+        starts.extend({"tokens": tokens, "ms": round(ms, 3)} for tokens, ms in step.get("start", []))
+        prefills.extend({"tokens": tokens, "ms": round(ms, 3)} for tokens, _, _, ms in step.get("prefill", []))
+        lm = step.get("lm", [])
+        if step.get("prefill") or len(lm) != 2 or any(shape[0] != rows for shape in lm):
+            continue  # not a step of `rows` frames alone
+        sums = {name: sum(entry[-1] for entry in step.get(name, [])) for name in ("diffusion", "acoustic", "semantic")}
+        connectors = sum(entry[-1] for entry in step.get("connectors", []))
+        lm_ms = [entry[-1] for entry in lm]
+        parts["lm_step_ms"].append(statistics.mean(lm_ms))
+        parts["diffusion_sampling_ms"].append(sums["diffusion"] * 10 / steps)
+        parts["acoustic_decode_ms"].append(sums["acoustic"])
+        parts["semantic_encode_ms"].append(sums["semantic"])
+        parts["connectors_ms"].append(connectors)
+        parts["other_ms"].append(max(0.0, step_ms - sum(lm_ms) - sum(sums.values()) - connectors))
+    for handle in handles:
+        handle.drain()
+    if not parts:
+        raise RuntimeError(f"no step decoded {rows} rows alone; raise --frames")
+    row = {"batch_size": rows, "steps": len(parts["lm_step_ms"])}
+    row |= {name: round(statistics.median(values), 3) for name, values in parts.items()}
+    return row, prefills, starts
+
+
+def _frames(request: SegmentRequest, frames: int, steps: int) -> SegmentRequest:
+    from dataclasses import replace
+
+    return replace(request, max_frames=frames, settings=replace(request.settings, diffusion_steps=steps))
+
+
+def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str) -> dict:
+    device = loaded.device
+    rows, prefills, starts = [], [], []
+    measure_batch(loaded, 1, 3, steps)  # warm-up: first calls allocate and pick kernels
+    for batch in batches:
+        row, chunks, started = measure_batch(loaded, batch, frames, steps)
+        rows.append(row)
+        prefills.extend(chunks)
+        starts.extend(started)
+        print(f"  {batch:4d} rows: {row}", flush=True)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return {
+        "what": (
+            f"Parts of the engine's eager decode step and its prefill, timed where the real runner calls them "
+            f"(bench/gpu_costs.py), {size} model with random weights, {str(loaded.dtype).removeprefix('torch.')}, "
+            f"on {name}; medians over the steps that decoded exactly batch_size rows and prefilled nothing. "
+            f"diffusion_sampling_ms is scaled to 10 steps from the {steps} run."
+        ),
+        "measured": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "units": "milliseconds unless named otherwise",
+        "past_measured_rows": "flat" if device.type == "cuda" else "linear",
+        "parts_by_batch": rows,
+        "prefill_chunks": prefills,
+        "request_starts": starts,
+        "device": {"name": name},
+        "notes": [
+            "other_ms: the rest of a decode step (token choice, the runner's own host work) beyond the timed parts.",
+            "prefill_chunks: each prompt chunk through the LM; request_starts: each request's prompt embedded "
+            "(its voices through the acoustic and semantic encoders) when it takes its row.",
+            "On a GPU the cost model also needs the device's spec figures (bf16_dense_tflops_spec, hbm_tb_s_spec) "
+            "and the model's shapes for its memory-traffic bound; this script does not know them.",
+        ],
+    }
+
+
+# --- faithfulness --------------------------------------------------------------------------------------------
+
+
+def validate(
+    loaded: Any,
+    costs_path: Path,
+    streams: int,
+    rate: float,
+    seconds: tuple[float, float],
+    steps: int,
+    predicted_by: Path | None = None,
+) -> dict:
+    """One Poisson workload through the real engine and through the simulated device with `costs_path` (and, with
+    `predicted_by`, with an earlier cost file too: what the simulation predicted before this device was measured)."""
+    work = workload(streams, "poisson", rate, seed=7, seconds=seconds)
+    work = [(arrival, _frames(request, request.max_frames, steps)) for arrival, request in work]
+    slots = streams
+    config = EngineConfig(slots=slots, policy="online", fixed_shapes=False)
+    engine = engine_for_model(loaded, config)
+    started = time.perf_counter()
+    timelines = run_real_engine(engine, work, RealRun())
+    real_wall = time.perf_counter() - started
+    real = summarise(timelines, real_wall, 0)
+    arrivals = [
+        simulate.Arrival(arrival, prompt_inputs(loaded, request.text, request.voices).length, request.max_frames)
+        for arrival, request in work
+    ]
+    sim_run = simulate.run_engine(CostModel.from_file(costs_path), arrivals, config, warm_rows=())
+    sim = simulate.figures(sim_run.traces)
+    real_p50, real_p95 = ttfa_percentiles(timelines)
+    pairs = {
+        "ttfa_p50_s": (real_p50, sim.ttfa_p50_s),
+        "ttfa_p95_s": (real_p95, sim.ttfa_p95_s),
+        "audio_s_per_s": (real.rtf, sim.audio_s_per_s),
+    }
+    report = {
+        "workload": f"{streams} streams of {seconds[0]:g} to {seconds[1]:g} s, Poisson at {rate:g}/s, {steps} "
+        f"diffusion steps, {slots} slots, online policy, eager step",
+        "costs": str(costs_path),
+        "real": {name: round(real_value, 4) for name, (real_value, _) in pairs.items()},
+        "simulated": {name: round(sim_value, 4) for name, (_, sim_value) in pairs.items()},
+        "relative_error": {name: round((b - a) / a, 4) for name, (a, b) in pairs.items()},
+        "real_wall_s": round(real_wall, 2),
+        "simulated_wall_s": round(sim_run.wall_s, 2),
+    }
+    if predicted_by is not None:
+        earlier = simulate.figures(simulate.run_engine(CostModel.from_file(predicted_by), arrivals, config).traces)
+        predicted = {"ttfa_p50_s": earlier.ttfa_p50_s, "ttfa_p95_s": earlier.ttfa_p95_s}
+        predicted["audio_s_per_s"] = earlier.audio_s_per_s
+        report["predicted_by"] = str(predicted_by)
+        report["predicted"] = {name: round(value, 4) for name, value in predicted.items()}
+        report["predicted_relative_error"] = {
+            name: round((predicted[name] - a) / a, 4) for name, (a, _) in pairs.items()
+        }
+    print(f"# validation: {report}", flush=True)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=["tiny", "1.5b"], default="tiny")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--batches", default="1,4,16,64", help="batch sizes to measure")
+    parser.add_argument("--frames", type=int, default=12, help="frames per request in each batch")
+    parser.add_argument("--diffusion-steps", type=int, default=10)
+    parser.add_argument("--out", type=Path, required=True, help="the cost file to write")
+    parser.add_argument("--validate", type=Path, default=None, help="write the faithfulness report here")
+    parser.add_argument("--validate-streams", type=int, default=8)
+    parser.add_argument("--validate-rate", type=float, default=2.0, help="Poisson arrivals per second")
+    parser.add_argument("--validate-seconds", default="2,8", help="shortest,longest audio per stream")
+    parser.add_argument("--predicted-by", type=Path, default=None, help="validate: also simulate with this cost file")
+    args = parser.parse_args(argv)
+    device = choose_device(args.device)
+    torch.manual_seed(0)
+    loaded = random_model(args.size, device, choose_dtype(device, args.dtype))
+    batches = [int(batch) for batch in args.batches.split(",")]
+    costs = measure(loaded, batches, args.frames, args.diffusion_steps, args.size)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(costs, indent=1))
+    print(f"# cost file: {args.out}", flush=True)
+    if args.validate is not None:
+        shortest, longest = (float(value) for value in args.validate_seconds.split(","))
+        report = validate(
+            loaded,
+            args.out,
+            args.validate_streams,
+            args.validate_rate,
+            (shortest, longest),
+            args.diffusion_steps,
+            args.predicted_by,
+        )
+        args.validate.parent.mkdir(parents=True, exist_ok=True)
+        args.validate.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
