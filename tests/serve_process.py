@@ -16,6 +16,7 @@ import httpx
 import numpy as np
 import soundfile as sf
 
+from tests import waiting
 from tests.conftest import ROOT, free_port
 from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS
 from workers.supervisor import stop_process
@@ -97,15 +98,19 @@ class Serve:
         return supervised["pid"]
 
     def wait_until(self, condition: Callable[[], object], what: str, timeout: float = 120) -> object:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """`tests.waiting.wait_until`, failing at once (with serve's log) when serve ends meanwhile."""
+
+        def holds() -> object:
             if self.process is not None and self.process.poll() is not None:
                 raise AssertionError(f"serve ended ({self.process.returncode}) waiting for {what}: {self.tail()}")
-            value = condition()
-            if value:
-                return value
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}: {self.tail()}")
+            return condition()
+
+        try:
+            return waiting.wait_until(holds, what, timeout, interval=0.1)
+        except AssertionError as error:
+            if "timed out" not in str(error):
+                raise
+            raise AssertionError(f"{error}: {self.tail()}") from None
 
     def tail(self) -> str:
         """The end of serve's log, without the api's access lines (the tests' polling fills it with them)."""

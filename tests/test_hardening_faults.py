@@ -54,6 +54,7 @@ from tests.service_client import (
     wait_for,
 )
 from tests.synthetic_audio import voice_like
+from tests.waiting import wait_until
 from workers.partial_frames import PartialFrames
 
 KILL_SEED = 20_240_611
@@ -86,16 +87,6 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(
         str(path.relative_to(folder)) for path in folder.rglob("*") if path.name.endswith((".tmp", ".partial.frames"))
     )
-
-
-def wait_until(condition, what: str, timeout: float = 90, interval: float = 0.02):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def kill(process: subprocess.Popen[bytes]) -> None:

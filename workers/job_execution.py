@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
         logger.info("job not claimed: finished, cancelled or held elsewhere", extra={"job_id": job_id})
         return
     logger.info("job claimed", extra={"job_id": job_id, "holder": job.holder, "revision": job.revision})
-    claimed_at = time.monotonic()
+    claimed_at = services.clock()
     services.metrics.job_claimed(job.queue, job.waited_seconds)
     services.events.publish(job.id, StateEvent(state=JobState.RUNNING))
     suspect = job.worker_deaths > 0
@@ -152,7 +151,7 @@ def _finish(
         services.database, job, state, error=message, audio_seconds=audio_seconds, storage_bytes=storage_bytes
     )
     if ended:
-        elapsed = time.monotonic() - claimed_at
+        elapsed = services.clock() - claimed_at
         services.metrics.job_ended(job.queue, state, elapsed, audio_seconds=audio_seconds, error=error)
         services.events.publish(job.id, StateEvent(state=state, error=message))
         logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": message})

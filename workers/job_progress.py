@@ -10,7 +10,6 @@ frames generated in this attempt (`core.progress_estimate.EtaEstimator`), so the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,7 +79,7 @@ class JobProgress:
         """Segment `index` has made `frames_in_segment` frames."""
         if not self.heard:
             self.heard = True
-            self.services.metrics.job_first_audio(self.job.queue, time.monotonic() - self.claimed_at)
+            self.services.metrics.job_first_audio(self.job.queue, self.services.clock() - self.claimed_at)
         self.generating[index].frames = frames_in_segment
 
     def end_segment(self, index: int, frames: int) -> tuple[int, int]:
@@ -92,12 +91,12 @@ class JobProgress:
         return self.frames_done, self.segments_done
 
     def report_if_due(self) -> None:
-        if time.monotonic() - self.last_report >= PROGRESS_INTERVAL_SECONDS:
+        if self.services.clock() - self.last_report >= PROGRESS_INTERVAL_SECONDS:
             self.report()
 
     def report(self, *, record: bool = True) -> None:
         """Publish a progress event now (and write the job's progress, with `record`)."""
-        now = self.last_report = time.monotonic()
+        now = self.last_report = self.services.clock()
         frames_done = self.frames_done
         generated = self.generated_stored + sum(segment.generated for segment in self.generating.values())
         eta = self.eta.estimate(now, generated, self.frames_planned - frames_done)

@@ -10,7 +10,6 @@ every few frames (`workers.live_audio`).
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 
@@ -60,7 +59,7 @@ class SegmentRun:
         self.files = services.data.files
         self.files.fetch(folder.segment_partial_frames(segment.index))  # what an attempt on any host kept
         self.partial = PartialFrames(folder.segment_partial_frames(segment.index))
-        self.published_at = time.monotonic()
+        self.published_at = self.services.clock()
         self.live = LiveAudio(services.events, job.id, folder, segment.index, services.settings.stream_chunk_frames)
         self.resume = self.partial.stored()
         self.resumed = self.partial.stored_frames
@@ -73,11 +72,11 @@ class SegmentRun:
         self.partial.add(frame.frames, frame.tokens, frame.latent)
         self.live.add(frame.samples)
         if (
-            time.monotonic() - self.published_at >= self.services.settings.heartbeat_seconds
+            self.services.clock() - self.published_at >= self.services.settings.heartbeat_seconds
             and self.partial.path.exists()
         ):
             self.files.publish(self.partial.path)  # another host resumes from here (a heartbeat's frames lost at most)
-            self.published_at = time.monotonic()
+            self.published_at = self.services.clock()
 
     def keep_frames(self) -> None:
         """Write out every frame made so far and put them in the store: the job is handed back, and its next attempt

@@ -1,10 +1,17 @@
-"""What a worker process shares among its task threads, and the names it goes by."""
+"""What a worker process shares among its task threads, and the names it goes by.
+
+Everything a job's path uses comes from here, given by the caller: the worker process builds it from the settings
+(`workers.tasks`), and a test builds it around an engine, a database, a folder and a clock of its own, so the whole
+path (claim, plan, generate, store, assemble) runs in the test's process.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.db import Database
@@ -30,6 +37,9 @@ class WorkerServices:
     quarantine: Quarantine = field(default_factory=Quarantine)  # suspects of a worker's death run alone
     metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     stopping: threading.Event = field(default_factory=threading.Event)  # set by `hand_back_jobs`, never cleared
+    # The engine every job shares: by default the process's one (`workers.engine_host`), started on first use.
+    engine_source: Callable[[], Engine] | None = None
+    clock: Callable[[], float] = time.monotonic  # what progress, speed and the job's durations are measured with
 
     def hand_back_jobs(self) -> None:
         """This worker stops on purpose: every job it runs hands itself back at its next check (within about an
@@ -38,7 +48,9 @@ class WorkerServices:
         self.quarantine.close()
 
     def engine(self) -> Engine:
-        """The process's one engine (`workers.engine_host`), started on first use."""
+        """The engine the jobs share: the caller's, or the process's one (`workers.engine_host`)."""
+        if self.engine_source is not None:
+            return self.engine_source()
         return shared_engine(self.settings)
 
 
