@@ -2,9 +2,11 @@
 
 No machine of ours reaches a model hub, so tests build their own checkpoints: the same modules and file
 layout as `vibevoice/VibeVoice-1.5B-hf` (or the original `microsoft/VibeVoice-1.5B`), with small sizes and
-a byte-level BPE tokenizer trained on the spot. They load through exactly the code a user's checkpoint
-takes. The acoustic tokenizer keeps its real 3200x downsampling, so 7.5 frames per second of 24 kHz audio
-hold here too.
+a byte-level BPE tokenizer trained on the spot. Shaped after a published member (`models.family`: VibeVoice-1.5B,
+VibeVoice-Large), a tiny checkpoint keeps what sets that member apart at any size: its vocabulary, its context, its
+query heads per K/V head and whether its head is tied to the embeddings. They load through exactly the code a
+user's checkpoint takes. The acoustic tokenizer keeps its real 3200x downsampling, so 7.5 frames per second of
+24 kHz audio hold here too.
 
 The language model is nudged to keep speaking: one hidden dimension carries a constant offset (from the
 token embeddings and the connectors' output bias) and the LM head reads the audio-diffusion token from it.
@@ -35,6 +37,7 @@ from transformers import (
 )
 
 from models.checkpoint_layout import original_config_from_hf, to_original_state_dict
+from models.family import SIZES, VIBEVOICE_1_5B, FamilyMember
 from models.loading import quiet_transformers
 
 quiet_transformers()  # writing a checkpoint (save_pretrained) shows progress bars too
@@ -47,6 +50,7 @@ Layout = Literal["hf", "original"]
 SPECIAL_TOKENS = ("<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
 VOCAB_SIZE = 3072
 CONTEXT = 65_536  # VibeVoice-1.5B's `max_position_embeddings`
+TINY_HEAD_DIM = 8  # a member-shaped tiny LM: two K/V heads of this size, and its member's query heads per K/V head
 SPEAKING_OFFSET = 8.0
 # The attentive checkpoint (`_make_attention_matter`): the spread of the token embeddings beside the offset, the
 # gain on the attention's query and key weights, and the spread (times 1/sqrt(fan in)) of its value and output
@@ -54,7 +58,6 @@ SPEAKING_OFFSET = 8.0
 ATTENTIVE_EMBEDDING_STD = 0.3
 ATTENTIVE_QUERY_KEY_GAIN = 2.0
 ATTENTIVE_WEIGHT_GAIN = 1.0
-ORIGINAL_TOKENIZER = "Qwen/Qwen2.5-1.5B"  # what the published original-layout checkpoints' processor config names
 
 # What the tiny tokenizer learns from besides the prompt's own words: about 1,200 common English words, so it
 # spends about one token per 2.7 characters of a script (Qwen2's reads about 4): a script takes roughly the
@@ -139,8 +142,9 @@ The quick brown fox jumps over the lazy dog. 0123456789 , . ! ? ' " - ( ) : ;
 """
 
 
-def tiny_config() -> VibeVoiceConfig:
-    """A VibeVoice config with the real component structure at toy sizes."""
+def tiny_config(member: FamilyMember | None = None) -> VibeVoiceConfig:
+    """A VibeVoice config with the real component structure at toy sizes; shaped after `member` when given: its
+    vocabulary, context, tying and query heads per K/V head (two K/V heads of `TINY_HEAD_DIM`)."""
     tokenizer_sizes = {
         "num_filters": 4,
         # Uneven, like the published "3-3-3-3-3-3-8" (the decoder takes them reversed): an ordering mistake in the
@@ -149,19 +153,31 @@ def tiny_config() -> VibeVoiceConfig:
         "downsampling_ratios": [2, 2, 4, 5, 5, 8],
         "kernel_size": 7,
     }
-    return VibeVoiceConfig(
-        text_config={
-            "model_type": "qwen2",
-            "vocab_size": VOCAB_SIZE,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
+    text_config = {
+        "model_type": "qwen2",
+        "vocab_size": VOCAB_SIZE,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": CONTEXT,
+        "tie_word_embeddings": True,  # as VibeVoice-1.5B's: the LM head reads the token embeddings
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+    }
+    if member is not None:
+        heads = 2 * member.queries_per_key_value_head
+        text_config |= {
+            "vocab_size": member.vocab_size,
+            "hidden_size": heads * TINY_HEAD_DIM,
+            "intermediate_size": 2 * heads * TINY_HEAD_DIM,
+            "num_attention_heads": heads,
             "num_key_value_heads": 2,
-            "max_position_embeddings": CONTEXT,
-            "tie_word_embeddings": True,  # as VibeVoice-1.5B's: the LM head reads the token embeddings
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
-        },
+            "max_position_embeddings": member.max_position_embeddings,
+            "tie_word_embeddings": member.tie_word_embeddings,
+        }
+    return VibeVoiceConfig(
+        text_config=text_config,
         audio_config={"model_type": "vibevoice_acoustic_tokenizer", "hidden_size": 8, **tokenizer_sizes},
         semantic_model_config={
             "model_type": "vibevoice_acoustic_tokenizer_encoder",
@@ -172,29 +188,18 @@ def tiny_config() -> VibeVoiceConfig:
     )
 
 
-def published_1_5b_config() -> VibeVoiceConfig:
-    """VibeVoice-1.5B's shapes: Qwen2.5-1.5B as the LM (hidden 1536, 28 layers, 12 query and 2 K/V heads of 128, a
-    151,936-token vocabulary tied to the head, 64K positions), the tokenizers and diffusion head at transformers'
-    defaults (which are the published ones). `VibeVoiceConfig()` alone is not: its LM defaults to Qwen2's 7B shapes."""
-    return VibeVoiceConfig(
-        text_config={
-            "model_type": "qwen2",
-            "vocab_size": 151_936,
-            "hidden_size": 1536,
-            "intermediate_size": 8960,
-            "num_hidden_layers": 28,
-            "num_attention_heads": 12,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 65_536,
-            "rms_norm_eps": 1e-6,
-            "tie_word_embeddings": True,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
-        },
-    )
+def published_config(member: FamilyMember) -> VibeVoiceConfig:
+    """A published member's shapes: its Qwen2.5 LM (`models.family`; VibeVoice-1.5B: hidden 1536, 28 layers, 12 query
+    and 2 K/V heads of 128, a 151,936-token vocabulary tied to the head, 64K positions; VibeVoice-Large: hidden 3584,
+    28 layers, 28 query and 4 K/V heads of 128, 152,064 tokens and an untied head, 32K positions), the tokenizers and
+    diffusion head at transformers' defaults (which are the published ones, the head as wide as the LM).
+    `VibeVoiceConfig()` alone is neither: its LM defaults to Qwen2's 7B shapes with 151,936 tokens."""
+    return VibeVoiceConfig(text_config=member.text_config())
 
 
-def train_tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with the special tokens VibeVoice's processor looks up by name."""
+def train_tiny_tokenizer(context: int = CONTEXT) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with the special tokens VibeVoice's processor looks up by name, for a model of
+    `context` positions."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -212,7 +217,7 @@ def train_tiny_tokenizer() -> PreTrainedTokenizerFast:
         tokenizer_object=tokenizer,
         eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
-        model_max_length=CONTEXT,
+        model_max_length=context,
     )
 
 
@@ -226,7 +231,7 @@ def build_tiny_model(
 ) -> VibeVoiceForConditionalGeneration:
     """Random weights (seeded) with special token ids taken from `tokenizer`, nudged to keep speaking.
 
-    `config` defaults to the tiny sizes; benchmarks pass the real 1.5B config (speed does not depend on
+    `config` defaults to the tiny sizes; benchmarks pass a published member's config (speed does not depend on
     the weights' values) and build it under a `torch.device` context to allocate it on the GPU directly.
     The weights are made in `dtype` from the start, as `from_pretrained` loads them: the 1.5B shapes in float32
     first, then cast, would need three times the memory of the bf16 model on the way.
@@ -361,13 +366,15 @@ def _nudge_towards_speaking(model: VibeVoiceForConditionalGeneration) -> None:
 
 
 def random_model(size: str, device: torch.device, dtype: torch.dtype, *, attentive: bool = False) -> LoadedModel:
-    """A random model in memory, tiny (`"tiny"`) or at VibeVoice-1.5B's shapes (`"1.5b"`), built in place on the
-    device in `dtype`, with the tiny tokenizer: what benchmarks and the GPU checks run (speed does not depend on the
-    weights' values). `attentive`: see `build_tiny_model`."""
+    """A random model in memory, tiny (`"tiny"`) or at a published member's shapes (`"1.5b"`: VibeVoice-1.5B, `"7b"`:
+    VibeVoice-Large), built in place on the device in `dtype`, with the tiny tokenizer: what benchmarks and the GPU
+    checks run (speed does not depend on the weights' values). `attentive`: see `build_tiny_model`."""
     from models.loading import LoadedModel, leave_levelling_to_the_voice_prompt
 
-    tokenizer = train_tiny_tokenizer()
-    config = published_1_5b_config() if size == "1.5b" else tiny_config()
+    if size != "tiny" and size not in SIZES:
+        raise ValueError(f"unknown model size {size!r}; use tiny, {' or '.join(SIZES)}")
+    config = published_config(SIZES[size]) if size in SIZES else tiny_config()
+    tokenizer = train_tiny_tokenizer(config.text_config.max_position_embeddings)
     with torch.device(device):
         model = build_tiny_model(tokenizer, seed=0, config=config, attentive=attentive, dtype=dtype)
     processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)
@@ -376,37 +383,43 @@ def random_model(size: str, device: torch.device, dtype: torch.dtype, *, attenti
 
 
 def write_tiny_checkpoint(
-    directory: str | Path, layout: Layout = "hf", seed: int = 0, *, attentive: bool = False
+    directory: str | Path,
+    layout: Layout = "hf",
+    seed: int = 0,
+    *,
+    attentive: bool = False,
+    member: FamilyMember | None = None,
 ) -> Path:
     """Write a tiny random checkpoint to `directory` in the given layout and return the folder (`attentive`: see
-    `_make_attention_matter`).
+    `_make_attention_matter`; `member`: shaped after a published member, see `tiny_config`).
 
     `hf` is the transformers layout (`save_pretrained` of model and processor). `original` mimics
     `microsoft/VibeVoice-1.5B`: a `model_type: vibevoice` config with `acoustic_tokenizer_config`,
     `decoder_config` and friends, weights named `model.acoustic_tokenizer.*`, `model.prediction_head.*`,
     `model.acoustic_connector.*`, stored as the published one is (bf16, sharded with an index, the head tied
     to the embeddings and not stored, the decoder config in its older spelling), and a `preprocessor_config.json`
-    as the original processor wrote it, naming `Qwen/Qwen2.5-1.5B`'s tokenizer (the tiny one lies beside the
-    config under that name).
+    as the original processor wrote it, naming the member's Qwen tokenizer (`Qwen/Qwen2.5-1.5B` unless shaped after
+    another; the tiny one lies beside the config under that name). An untied head (VibeVoice-Large's) is stored.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tiny_tokenizer()
-    model = build_tiny_model(tokenizer, seed=seed, attentive=attentive)
+    config = tiny_config(member)
+    tokenizer = train_tiny_tokenizer(config.text_config.max_position_embeddings)
+    model = build_tiny_model(tokenizer, seed=seed, config=config, attentive=attentive)
     feature_extractor = VibeVoiceAcousticTokenizerFeatureExtractor()
     if layout == "hf":
         model.save_pretrained(directory)
         processor = VibeVoiceProcessor(feature_extractor, tokenizer)
         processor.save_pretrained(directory)
     elif layout == "original":
-        _write_original_layout(directory, model, tokenizer)
+        _write_original_layout(directory, model, tokenizer, (member or VIBEVOICE_1_5B).qwen_tokenizer)
     else:
         raise ValueError(f"unknown checkpoint layout {layout!r}; use 'hf' or 'original'")
     return directory
 
 
 def _write_original_layout(
-    directory: Path, model: VibeVoiceForConditionalGeneration, tokenizer: PreTrainedTokenizerFast
+    directory: Path, model: VibeVoiceForConditionalGeneration, tokenizer: PreTrainedTokenizerFast, tokenizer_name: str
 ) -> None:
     _write_sharded_bf16(directory, to_original_state_dict(_without_tied_weights(model)))
     (directory / "config.json").write_text(json.dumps(original_config_from_hf(model.config), indent=2))
@@ -423,14 +436,14 @@ def _write_original_layout(
                     "target_dB_FS": -25,
                     "eps": 1e-06,
                 },
-                "language_model_pretrained_name": ORIGINAL_TOKENIZER,
+                "language_model_pretrained_name": tokenizer_name,
             },
             indent=2,
         )
     )
     # The published checkpoints ship no tokenizer: the processor config names Qwen's, which a user's hub cache
     # holds. The tiny one's sits beside the config under that name, where the loader also looks.
-    tokenizer.save_pretrained(directory / ORIGINAL_TOKENIZER)
+    tokenizer.save_pretrained(directory / tokenizer_name)
 
 
 def _without_tied_weights(model: VibeVoiceForConditionalGeneration) -> dict[str, torch.Tensor]:

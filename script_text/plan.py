@@ -31,7 +31,11 @@ Mode = Literal["whole", "turns"]
 MODES: tuple[Mode, ...] = ("whole", "turns")
 
 CHARS_PER_SECOND = 14.0
+# The longest episode, however it is split: VibeVoice-1.5B's published 90 minutes in one generation, the most any
+# member holds. One generation is held to the loaded model's own context (`ModelContext`).
 MAX_EPISODE_MINUTES = 90.0
+# VibeVoice's published figures: 65,536 positions hold about 90 minutes of a podcast (1.5B), 32,768 about 45 (Large).
+PUBLISHED_MINUTES_PER_TOKEN = 90.0 / 65_536
 DEFAULT_MAX_SEGMENT_SECONDS = 120.0
 SEEDS = 2**31  # seeds run 0 to 2**31 - 1: what a 32-bit database column holds
 # Budget = 2x the estimate + 5 s: room for slow, expressive reading, and a hard stop for a runaway model.
@@ -56,6 +60,24 @@ class EpisodeTooLong(ScriptError):
 
     def __reduce__(self) -> tuple[type[EpisodeTooLong], tuple[float]]:  # type: ignore[override]
         return type(self), (self.minutes,)
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The loaded model as a length limit: its name (`VibeVoice-Large`, else where it was loaded from) and its
+    context in tokens, which one generation's prompt (text and voices) and frames together never exceed."""
+
+    name: str
+    tokens: int
+
+    @property
+    def minutes(self) -> float:
+        """About how many minutes of a podcast the context holds, by the family's published figures."""
+        return self.tokens * PUBLISHED_MINUTES_PER_TOKEN
+
+    def holds(self) -> str:
+        """The limit in words, for a refusal: 'VibeVoice-Large holds 32,768 tokens (about 45 minutes)'."""
+        return f"{self.name} holds {self.tokens:,} tokens (about {self.minutes:.0f} minutes)"
 
 
 @dataclass(frozen=True)
