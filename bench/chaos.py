@@ -78,6 +78,7 @@ SETTLE_SECONDS = 8.0  # quiet time before the broker and /metrics are read (a sw
 REQUEST_TIMEOUT = 30.0
 SPEECH_TIMEOUT = 120.0
 PCM16_STEP = 1 / 32768
+DEPENDENCY_RECOVERY_GOAL_S = 10.0  # issue 37: running jobs progress again this soon after PostgreSQL or Redis is back
 PRINTED_VIOLATIONS = 40  # the report prints this many; the JSON has them all
 RESUME_SHARE = 0.02  # README: a resumed job's WAV is within one 16-bit step of an uninterrupted run's in 2% of samples
 
@@ -421,13 +422,10 @@ class Fault:
 
 @dataclass
 class Submitted:
-    """A job or script job the service accepted (202/201) for a key."""
+    """A job or script job the service accepted (202) for a key: what its owner asked of it."""
 
     id: str
-    key: str
-    action: str
-    at: float
-    kind: str = "job"  # or "script"
+    action: str  # what the driver did: turns, whole, publish, draft
     cancel_asked: bool = False
     reopened: int = 0  # regenerations and admin retries accepted: each may end it once more
 
@@ -439,13 +437,9 @@ class JobRow:
     id: str
     owner: str
     state: str
-    queue: str
     frames: int
     segments: int
     worker: str | None
-    attempts: int
-    deaths: int
-    handbacks: int
     revision: int
     seed: int | None
     finished_at: datetime | None
@@ -648,13 +642,9 @@ class Run:
                             row.id,
                             owners.get(row.owner_id, "?"),
                             row.state,
-                            row.queue,
                             row.frames_done,
                             row.segments_done,
                             row.worker,
-                            row.attempts,
-                            row.worker_deaths,
-                            row.handbacks,
                             row.revision,
                             (row.generation or {}).get("seed"),
                             row.finished_at,
@@ -793,7 +783,7 @@ class Run:
                     body = {"task": "draft", "material": NOTES, "minutes": 1}
                     answer = self.request(client, key, "POST", "/v1/scripts", json=body)
                     if answer is not None and answer.status_code == 202:
-                        self.accept(answer.json()["id"], key, action, "script")
+                        self.accept(answer.json()["id"], action)
                 elif action == "regenerate":
                     self.regenerate(client, key, mine, rng)
                 elif action == "cancel":
@@ -801,16 +791,16 @@ class Run:
                 else:
                     answer = self.request(client, key, "POST", "/v1/jobs", json=self.job_body(key, action))
                     if answer is not None and answer.status_code == 202:
-                        self.accept(answer.json()["id"], key, action)
+                        self.accept(answer.json()["id"], action)
                 if rng.random() < 0.2:
                     token = self.shows[key]["feed_url"].rsplit("/", 1)[-1]
                     self.request(anonymous, key, "GET", f"/feeds/{token}")
                 if rng.random() < 0.3:
                     self.request(client, key, "GET", "/v1/usage")
 
-    def accept(self, item_id: str, key: str, action: str, kind: str = "job") -> None:
+    def accept(self, item_id: str, action: str) -> None:
         with self.lock:
-            self.submitted[item_id] = Submitted(item_id, key, action, self.now(), kind)
+            self.submitted[item_id] = Submitted(item_id, action)
 
     def regenerate(self, client: httpx.Client, key: str, mine: list[JobRow], rng: random.Random) -> None:
         """A done `turns` job of this key not regenerated yet, its turn 1 again with the regeneration's seed."""
@@ -1305,7 +1295,12 @@ class Run:
     # --- stopping ----------------------------------------------------------------------------------------------
 
     def stop_all(self) -> None:
-        """Stop every process of the run (planned stops first, kills after), unmount, check none is left, remove."""
+        """Stop every process of the run (planned stops first, kills after), unmount, and find what is left.
+
+        A second Ctrl-C or SIGTERM is ignored meanwhile: the stop is bounded (about a minute at worst), and cut short
+        it would leave processes and a mount behind."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         self.stop_event.set()
         self.end_event.set()
         for thread in self.threads:
@@ -1382,12 +1377,20 @@ class Run:
             "faults_by_kind": dict(Counter(fault.kind for fault in self.faults)),
             "faults_unavailable": self.unavailable,
             "jobs_by_outcome": self.outcomes(),
+            "accepted_by_action": dict(Counter(item.action for item in self.submitted.values())),
             "violations": self.violations,
             "violations_by_invariant": dict(Counter(item["invariant"] for item in self.violations)),
             "responses_500": statuses.get("500", 0),
             "responses_by_status": dict(sorted(statuses.items())),
             "recovery_p50_s": {kind: percentile(values, 0.5) for kind, values in sorted(by_kind.items())},
             "recovery_p95_s": {kind: percentile(values, 0.95) for kind, values in sorted(by_kind.items())},
+            # issue 37's goal: every running job progressing again within 10 s of PostgreSQL or Redis answering
+            "goal_dependency_recovery_within_10s": all(
+                value <= DEPENDENCY_RECOVERY_GOAL_S
+                for kind, values in by_kind.items()
+                if kind.startswith(("postgres", "redis"))
+                for value in values
+            ),
             "faults": [
                 {**{k: v for k, v in asdict(fault).items() if k != "affected"}, "affected": len(fault.affected)}
                 for fault in self.faults
@@ -1441,9 +1444,11 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"faults by kind: {report['faults_by_kind']}")
     if report["faults_unavailable"]:
         print(f"faults that cannot run here: {report['faults_unavailable']}")
+    print(f"accepted by action: {report['accepted_by_action']}")
     print(f"jobs by outcome: {report['jobs_by_outcome']}")
     print(f"responses by status: {report['responses_by_status']} (500s: {report['responses_500']})")
     print(f"recovery p50 / p95 s: {report['recovery_p50_s']} / {report['recovery_p95_s']}")
+    print(f"every job progressing within 10 s of PostgreSQL or Redis: {report['goal_dependency_recovery_within_10s']}")
     print(f"violations: {len(report['violations'])} {report['violations_by_invariant']}")
     for item in report["violations"][:PRINTED_VIOLATIONS]:
         print(f"  {item['invariant']}: {item['job']}: {item['evidence']}")
