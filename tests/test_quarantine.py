@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 
+from tests.waiting import wait_until
 from workers.quarantine import Quarantine, QuarantineClosed
 
 WAIT = 5.0
@@ -26,14 +26,15 @@ def hold(
     return thread
 
 
-def settle() -> None:
-    time.sleep(0.2)
+def settled(quarantine: Quarantine, log: list[str], *, ran: int, waiting: int = 0) -> None:
+    """Wait until `ran` lines are logged and `waiting` jobs wait for their turn: every thread has got where it can."""
+    wait_until(lambda: len(log) == ran and quarantine.waiting == waiting, f"{ran} lines and {waiting} waiting", WAIT)
 
 
 def test_ordinary_jobs_share_the_worker() -> None:
     quarantine, log, release = Quarantine(), [], threading.Event()
     threads = [hold(quarantine, False, log, name, release) for name in ("a", "b", "c")]
-    settle()
+    settled(quarantine, log, ran=3)
     assert sorted(log) == ["a runs", "b runs", "c runs"]
     release.set()
     for thread in threads:
@@ -45,17 +46,17 @@ def test_a_suspect_waits_for_the_running_jobs_and_later_ones_wait_for_it() -> No
     quarantine, log = Quarantine(), []
     first, suspect, later = threading.Event(), threading.Event(), threading.Event()
     threads = [hold(quarantine, False, log, "first", first)]
-    settle()
+    settled(quarantine, log, ran=1)
     threads.append(hold(quarantine, True, log, "suspect", suspect))
-    settle()
+    settled(quarantine, log, ran=1, waiting=1)
     threads.append(hold(quarantine, False, log, "later", later))  # arrives while the suspect waits
-    settle()
+    settled(quarantine, log, ran=1, waiting=2)
     assert log == ["first runs"]
     first.set()
-    settle()
+    settled(quarantine, log, ran=3, waiting=1)
     assert log == ["first runs", "first ends", "suspect runs"]  # alone: "later" still waits
     suspect.set()
-    settle()
+    settled(quarantine, log, ran=5)
     assert log[3:] == ["suspect ends", "later runs"]
     later.set()
     for thread in threads:
@@ -67,11 +68,10 @@ def test_two_suspects_run_one_after_the_other() -> None:
     quarantine, log = Quarantine(), []
     releases = [threading.Event(), threading.Event()]
     threads = [hold(quarantine, True, log, f"s{i}", releases[i]) for i in range(2)]
-    settle()
-    assert len(log) == 1
+    settled(quarantine, log, ran=1, waiting=1)
     running = log[0].split()[0]
     releases[int(running[1])].set()
-    settle()
+    settled(quarantine, log, ran=3)
     assert log[1:] == [f"{running} ends", f"{'s1' if running == 's0' else 's0'} runs"]
     releases[1 - int(running[1])].set()
     for thread in threads:
@@ -95,12 +95,12 @@ def test_a_job_says_when_it_starts_and_one_that_must_wait_only_once_it_runs() ->
         return thread
 
     threads = [job("first", False, first)]
-    settle()
+    settled(quarantine, log, ran=2)
     threads.append(job("suspect", True, suspect))
-    settle()
+    settled(quarantine, log, ran=2, waiting=1)
     assert log == ["first started", "first runs"]  # the suspect waits: not started
     first.set()
-    settle()
+    settled(quarantine, log, ran=4)
     assert log[2:] == ["suspect started", "suspect runs"]
     suspect.set()
     for thread in threads:
@@ -127,7 +127,7 @@ def test_a_closed_quarantine_starts_no_waiting_or_later_job_and_leaves_the_runni
         return thread
 
     waiting = arrive("suspect", True)
-    settle()
+    settled(quarantine, log, ran=1, waiting=1)
     quarantine.close()
     waiting.join(WAIT)
     later = arrive("later", False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,8 @@ import soundfile as sf
 
 from tests.s3_server import CREDENTIALS
 from tests.service_client import FOUR_TURNS, FOUR_TURNS_SETTINGS, segment_rows, upload_voice, wait_for
-from tests.test_hardening_faults import job_row, submit_whole, wait_until
+from tests.test_hardening_faults import job_row, submit_whole
+from tests.waiting import wait_until
 
 FINAL = {"done", "failed", "cancelled"}
 PREFIX = "install"
@@ -183,10 +183,9 @@ def test_a_job_killed_on_one_host_resumes_on_another_from_the_frames_it_publishe
 
     job_id = submit_whole(client, voice)
     wait_until(lambda: job_row(stack, job_id).frames_done >= reference_row.frames // 2, "the job to pass half way")
-    time.sleep(1.0)  # past a heartbeat (0.5 s): its frames so far are in the bucket
+    # its frames so far published to the bucket (at its next heartbeat), then its worker killed
+    wait_until(lambda: "segments/0000.partial.frames" in job_keys(s3_server, bucket, job_id), "frames in the bucket")
     kill(first)
-    published = job_keys(s3_server, bucket, job_id)
-    assert "segments/0000.partial.frames" in published, published
 
     second = start_worker_on(stack, "host-2")  # takes the job once its heartbeat is stale
     job = wait_for(client, job_id, FINAL, timeout=180)
@@ -271,7 +270,9 @@ def test_a_shows_feed_and_its_files_come_from_the_bucket_through_the_api(  # typ
     voice = upload_voice(client, voice_wav, "voice")
     show = client.post("/v1/shows", json=SHOW).json()
     cover = artwork()
-    assert client.put(f"/v1/shows/{show['id']}/artwork", files={"file": ("c.jpg", cover, "image/jpeg")}).status_code == 200
+    assert (
+        client.put(f"/v1/shows/{show['id']}/artwork", files={"file": ("c.jpg", cover, "image/jpeg")}).status_code == 200
+    )
     assert f"{PREFIX}/shows/{show['id']}/artwork.jpg" in s3_server.keys(bucket, f"{PREFIX}/shows/")
     response = client.post(
         "/v1/jobs",

@@ -36,6 +36,7 @@ class Quarantine:
         self._alone = False  # a suspect is running
         self._suspects_waiting = 0
         self._closed = False  # the worker stops: nothing waiting starts any more
+        self._waiting = 0  # jobs waiting for their turn
 
     @contextlib.contextmanager
     def run(self, suspect: bool, started: Callable[[], None] | None = None) -> Iterator[None]:
@@ -53,7 +54,9 @@ class Quarantine:
 
         with self._changed:
             self._suspects_waiting += suspect
+            self._waiting += 1
             self._changed.wait_for(lambda: self._closed or may_run())
+            self._waiting -= 1
             if self._closed:
                 self._suspects_waiting -= suspect
                 raise QuarantineClosed
@@ -73,6 +76,12 @@ class Quarantine:
                 else:
                     self._sharing -= 1
                 self._changed.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Jobs waiting for their turn now (a suspect for the others to end, or the others for a suspect)."""
+        with self._changed:
+            return self._waiting
 
     def close(self) -> None:
         """Let no waiting or later job start: each raises `QuarantineClosed`. The running ones are not touched."""
