@@ -10,7 +10,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -21,7 +21,7 @@ from assembly.episode import Episode, OutputError, audio_format_for, write_episo
 from assembly.transcripts import chapters_from_turns
 from cli.errors import EXIT_OK, InputError
 from core.audio_formats import BITRATES
-from core.progress_estimate import MAX_SHARE_UNTIL_DONE, MIN_ETA_FRAMES, MIN_ETA_SECONDS, past_estimate
+from core.progress_estimate import MAX_SHARE_UNTIL_DONE, EtaEstimator, past_estimate
 from core.settings import Settings
 from script_text.parser import (
     Script,
@@ -34,7 +34,7 @@ from script_text.parser import (
     script_warnings,
     unknown_speaker_message,
 )
-from script_text.plan import Plan, plan_script
+from script_text.plan import Plan, context_refusal, plan_script
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
 
 if TYPE_CHECKING:
@@ -135,12 +135,16 @@ def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
 
 
 def _check_fits(engine: Engine, loaded: LoadedModel, plan: Plan, voices: dict[int, np.ndarray]) -> None:
-    """Refuse, before generating anything, a segment no engine of this model and memory could ever run."""
+    """Refuse, before generating anything, a segment no engine of this model and memory could ever run, and one whose
+    estimated speech runs past the model's context (naming the model and its limit): its frame budget would be cut
+    to the context, and the rest of its text never spoken."""
     from models.segment_io import prompt_token_count
     from pipeline.generation import frame_budget
 
     for number, segment in enumerate(plan.segments, start=1):
         prompt = prompt_token_count(loaded, segment.text, voices)
+        if (beyond := context_refusal(loaded.context, segment, len(plan.segments), prompt)) is not None:
+            raise InputError(f"{beyond}; split it with pause tags or use --mode turns")
         frames = frame_budget(engine, prompt, segment.max_frames)
         if (problem := engine.refusal(prompt, frames)) is not None:
             raise InputError(
@@ -234,17 +238,21 @@ def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, 
 
 
 class _progress_bar:
-    """A tqdm bar over frames of speech, showing audio seconds, by `core.progress_estimate`'s rules: 100% only once
-    the episode is done, no ETA before a steady speed, and past the plan's estimate "finishing" instead of an ETA
-    and of a share (of a figure already passed)."""
+    """A tqdm bar over frames of speech, showing audio seconds and the ETA by `core.progress_estimate`'s rules (the
+    worker's `EtaEstimator`, not tqdm's own remaining time): 100% only once the episode is done, no ETA before a
+    steady speed, one that moves smoothly and never reads 0:00 early, and past the plan's estimate "finishing"
+    instead of an ETA and of a share (of a figure already passed)."""
 
-    _COUNTING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
-    _WARMING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+    _COUNTING = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
     _FINISHING = "{desc}: {n_fmt} frames [{elapsed}, finishing{postfix}]"
 
-    def __init__(self, plan: Plan, disabled: bool, file: TextIO | None = None) -> None:
+    def __init__(
+        self, plan: Plan, disabled: bool, file: TextIO | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.estimated = plan.estimated_frames
-        self.started = time.monotonic()
+        self.clock = clock
+        self.eta = EtaEstimator()
+        self._audio = "0.0s audio"
         self.bar = tqdm(
             total=self.estimated,
             unit="frame",
@@ -252,7 +260,7 @@ class _progress_bar:
             disable=disabled,
             file=file or sys.stderr,
             dynamic_ncols=True,
-            bar_format=self._WARMING,
+            bar_format=self._COUNTING,
         )
 
     def __enter__(self):  # type: ignore[no-untyped-def]
@@ -262,17 +270,27 @@ class _progress_bar:
         if error_type is None:  # done: whatever the estimate said, this is all of it
             self.bar.total = self.bar.n
             self.bar.bar_format = self._COUNTING
+            self.bar.set_postfix_str(self._audio, refresh=False)
             self.bar.refresh()
         self.bar.close()
 
     def report(self, progress: Progress) -> None:
         frames = progress.frames_done
+        self._audio = f"{progress.audio_seconds:.1f}s audio"
+        eta = self.eta.estimate(self.clock(), frames, self.estimated - frames)
         if past_estimate(frames, self.estimated):
             self.bar.total = max(self.bar.total, math.ceil(frames / MAX_SHARE_UNTIL_DONE) + 1)
             self.bar.bar_format = self._FINISHING
-        elif time.monotonic() - self.started < MIN_ETA_SECONDS or frames < MIN_ETA_FRAMES:
-            self.bar.bar_format = self._WARMING
+            postfix = self._audio
         else:
             self.bar.bar_format = self._COUNTING
-        self.bar.set_postfix_str(f"{progress.audio_seconds:.1f}s audio", refresh=False)
+            postfix = self._audio if eta is None else f"{self._audio}, ETA {_clock(eta)}"
+        self.bar.set_postfix_str(postfix, refresh=False)
         self.bar.update(frames - self.bar.n)
+
+
+def _clock(seconds: float) -> str:
+    """`m:ss` (or `h:mm:ss`), rounded up: an ETA never shows less than is left."""
+    whole = math.ceil(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

@@ -8,6 +8,7 @@ CLI bar at 100% while still generating.
 from __future__ import annotations
 
 import io
+import math
 
 import pytest
 
@@ -124,6 +125,28 @@ def test_the_cli_bar_never_shows_100_before_the_end_nor_an_eta_past_the_estimate
     for line in (at_estimate, twice):
         assert "%" not in line and "finishing" in line and "<" not in line, line
     assert str(bar.bar).startswith("generating: 100%") and f"{estimated * 2}/{estimated * 2}" in str(bar.bar)
+
+
+def test_the_cli_bar_shows_the_eta_the_worker_would_report() -> None:
+    """The CLI's ETA is the worker's rule (`EtaEstimator`), not tqdm's remaining time: fed the same reports at the same
+    times, the bar shows what the estimator gives, rounded up to the second."""
+    plan = plan_script(parse_script("Alice: " + "A sentence of a few words. " * 40))
+    estimated, now = plan.estimated_frames, [0.0]
+    bar = _progress_bar(plan, disabled=False, file=io.StringIO(), clock=lambda: now[0])
+    reference, shown = EtaEstimator(), []
+    with bar as report:
+        for step in range(1, 40):
+            now[0] = step * 0.5
+            frames = step * 4  # 8 frames a second, steadily
+            report(Progress(frames, estimated))
+            expected = reference.estimate(now[0], frames, estimated - frames)
+            shown.append((expected, str(bar.bar)))
+    assert shown[0][0] is None and "ETA" not in shown[0][1]  # warming: no ETA yet
+    steady = [(eta, line) for eta, line in shown if eta is not None]
+    assert steady, "the speed never became steady"
+    for eta, line in steady:
+        minutes, seconds = divmod(math.ceil(eta), 60)
+        assert f"ETA {minutes}:{seconds:02d}" in line, (eta, line)
 
 
 def test_a_failed_run_leaves_the_cli_bar_where_it_stopped() -> None:
