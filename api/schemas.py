@@ -615,6 +615,12 @@ class WorkerView(BaseModel):
         "or what the pool holds (7.5 tokens are a second of audio)"
     )
     chars_per_token: float = Field(description="its tokenizer's characters per token on English text")
+    model_name: str = Field(
+        "", description="the published model it runs (VibeVoice-1.5B, VibeVoice-Large), else its source"
+    )
+    context_tokens: int | None = Field(
+        None, description="its model's context: prompt plus new tokens of one generation never exceed it"
+    )
     preemptions: int = Field(description="generations preempted for memory or interactive work, then replayed")
     frames_per_second: float = Field(0.0, description="frames its engine made a second lately (7.5: real time)")
     step_mode: str = Field(

@@ -38,6 +38,11 @@ class WorkerStatus(BaseModel):
     kv_block_tokens: int  # tokens a block holds
     longest_generation_tokens: int  # prompt and new tokens one generation may reach here (context and pool allowing)
     chars_per_token: float  # its tokenizer's rate on English: the api estimates prompt lengths with it
+    # Its model as a length limit (`script_text.plan.ModelContext`): the published member it is ("VibeVoice-Large"),
+    # else its source, and its context; the api refuses a generation past it naming both. None: a worker from
+    # before it announced them.
+    model_name: str = ""
+    context_tokens: int | None = None
     preemptions: int  # requests preempted (and replayed) since it started
     frames_per_second: float = 0.0  # frames its engine made a second, over its metrics' last window
     step_mode: str = "eager"  # how its engine decodes: "graphs", "fixed" or "eager" (pipeline.engine StepMode)

@@ -27,6 +27,8 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from models.checkpoint_layout import hf_config_from_original, is_original_config, original_key_mapping
+from models.family import model_context
+from script_text.plan import ModelContext
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,11 @@ class LoadedModel:
     @property
     def is_tiny_random(self) -> bool:
         return self.source == TINY_RANDOM
+
+    @property
+    def context(self) -> ModelContext:
+        """Its context as a length limit, named as a user knows the model (`VibeVoice-Large`, else its source)."""
+        return model_context(self.model.config.text_config, self.source)
 
 
 def choose_device(requested: str | None) -> torch.device:

@@ -131,6 +131,20 @@ class Segment:
         return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def context_refusal(context: ModelContext, segment: Segment, segments: int, prompt_tokens: int) -> str | None:
+    """Why `segment` (one of `segments`) cannot be generated in one pass on the model, or None when it fits: its
+    prompt (`prompt_tokens`: text and voices) and its estimated frames past the model's context. The estimate, not
+    the frame budget: a budget past the context is cut to it, but speech past it would be lost."""
+    needed = prompt_tokens + segment.estimated_frames
+    if needed <= context.tokens:
+        return None
+    return (
+        f"{context.holds()}; generation {segment.index + 1} of {segments} (lines {segment.turns[0].line} to "
+        f"{segment.turns[-1].line}, about {segment.estimated_seconds / 60:.1f} minutes of audio) needs about "
+        f"{needed:,} tokens ({prompt_tokens:,} of prompt and {segment.estimated_frames:,} of audio)"
+    )
+
+
 @dataclass(frozen=True)
 class Silence:
     """A pause from the script, inserted between generations."""

@@ -25,6 +25,7 @@ from pipeline.engine.engine import Engine, EngineConfig, EngineLoad, Runner
 from pipeline.engine.factory import engine_for_model, step_options
 from pipeline.engine.runner import ModelRunner
 from pipeline.engine.warm_up import prepare_to_serve
+from script_text.plan import ModelContext
 
 RunnerWrapper = Callable[[ModelRunner, LoadedModel], Runner]
 
@@ -77,6 +78,7 @@ class WorkerEngine:
     dtype: str
     chars_per_token: float  # its tokenizer's rate on English (for the api's estimate of prompt lengths)
     load: EngineLoad
+    context: ModelContext  # its model's name and context, which the api refuses a generation past
 
 
 def worker_engine(engine: Engine) -> WorkerEngine:
@@ -84,7 +86,7 @@ def worker_engine(engine: Engine) -> WorkerEngine:
     loaded = engine.loaded
     device = torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else loaded.device.type
     dtype = str(loaded.dtype).removeprefix("torch.")
-    return WorkerEngine(loaded.source, device, dtype, _chars_per_token(engine), engine.load())
+    return WorkerEngine(loaded.source, device, dtype, _chars_per_token(engine), engine.load(), loaded.context)
 
 
 @functools.cache

@@ -54,6 +54,8 @@ class Presence:
             device=engine.device,
             dtype=engine.dtype,
             chars_per_token=engine.chars_per_token,
+            model_name=engine.context.name,
+            context_tokens=engine.context.tokens,
             slots=load.rows,
             slots_in_use=load.rows_in_use,
             waiting=load.waiting,

@@ -3,9 +3,11 @@
 The parser and the planner carry hard ceilings (200,000 characters, 90 minutes: what VibeVoice can
 generate in one episode); `max_script_chars` and `max_job_audio_minutes` let an installation hold jobs
 to less, for its GPU budget. A generation must also fit what a worker can hold in one pass: its model's
-context, within its K/V pool. The workers announce that length and their tokenizer's rate
-(`GenerationLimits`), and every generation of the plan is estimated against it: its prompt (text and
-voices) plus its estimated frames. All are checked before anything is stored, as 422s naming the field.
+context, within its K/V pool. The workers announce that length, their model's name and context, and their
+tokenizer's rate (`GenerationLimits`), and every generation of the plan is estimated against them: its prompt
+(text and voices) plus its estimated frames. A generation past the context is refused naming the model and its
+limit ("VibeVoice-Large holds 32,768 tokens (about 45 minutes)"): the context is the loaded model's, never assumed.
+All are checked before anything is stored, as 422s naming the field.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ from api.errors import InvalidInput, Problem, TooManyJobs
 from core.job_states import JobState
 from core.models import Job, ScriptJob
 from script_text.parser import Script
-from script_text.plan import EpisodeTooLong, Mode, Plan, plan_script
+from script_text.plan import EpisodeTooLong, Mode, ModelContext, Plan, context_refusal, plan_script
 from script_text.prompt import estimated_prompt_tokens
 
 
 @dataclass(frozen=True)
 class GenerationLimits:
-    """The longest generation a live worker can hold (tokens: prompt and new), and its tokenizer's rate."""
+    """The longest generation a live worker can hold (tokens: prompt and new), its tokenizer's rate, and its model's
+    context (None: announced by a worker from before it said so)."""
 
     longest_tokens: int
     chars_per_token: float
+    context: ModelContext | None
 
 
 def check_in_flight(session: Session, kind: type[Job] | type[ScriptJob], owner_id: int, limit: int, what: str) -> None:
@@ -102,6 +106,9 @@ def check_generation_lengths(
     for segment in plan.segments:
         prompt = estimated_prompt_tokens(segment.text, voice_seconds, limits.chars_per_token)
         frames = segment.estimated_frames
+        if limits.context and (beyond := context_refusal(limits.context, segment, len(plan.segments), prompt)):
+            what = f"{beyond}; split it with pause tags or use mode `turns`"
+            raise InvalidInput([Problem(field, what, kind="script_error", line=segment.turns[0].line)])
         if prompt + frames <= limits.longest_tokens:
             continue
         where = f"lines {segment.turns[0].line} to {segment.turns[-1].line}"

@@ -17,6 +17,7 @@ from api.services.job_limits import GenerationLimits
 from core.job_states import JobState
 from core.models import Job
 from core.worker_presence import WorkerStatus, worker_key_pattern
+from script_text.plan import ModelContext
 
 
 class RedisUnavailable(ApiError):
@@ -65,4 +66,5 @@ async def generation_limits(services: ApiServices) -> GenerationLimits | None:
     if not workers:
         return None
     best = max(workers, key=lambda worker: worker.longest_generation_tokens)
-    return GenerationLimits(best.longest_generation_tokens, best.chars_per_token)
+    context = None if best.context_tokens is None else ModelContext(best.model_name, best.context_tokens)
+    return GenerationLimits(best.longest_generation_tokens, best.chars_per_token, context)
