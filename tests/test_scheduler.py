@@ -197,3 +197,17 @@ def test_batch_work_gives_its_memory_back_before_a_stream_of_the_same_importance
     later_stream = replace(stream, request_id=3, admitted=2)
     assert choose_victim([stream, batch, later_stream]) == 2  # the batch job, though admitted first
     assert choose_victim([stream, later_stream]) == 3  # among streams, the most recent
+
+
+def test_a_stream_with_little_audio_ahead_keeps_the_step_to_one_prompt_chunk() -> None:
+    prompts = [queued(7, arrival=3), queued(8, arrival=4)]  # ten-token prompts: both fit the token budget
+    thin = replace(view(1, stream=True, buffered=0.1), streaming=True)
+    comfortable = replace(thin, buffered_seconds=1.0)
+    assert OnlinePolicy().plan([thin, *prompts], FULL).prefill == ((7, 10),)
+    assert OnlinePolicy().plan([comfortable, *prompts], FULL).prefill == ((7, 10), (8, 10))
+
+
+def test_a_streams_prompt_prefills_before_batch_work_of_the_same_importance() -> None:
+    batch = queued(7, arrival=0)
+    stream = replace(queued(8, arrival=5), streaming=True)
+    assert OnlinePolicy().plan([batch, stream], StepBudget(4, 14, 16)).prefill == ((8, 10), (7, 4))

@@ -8,7 +8,9 @@ Three decisions, each a small function or policy class over plain views:
   - `OnlinePolicy` (after VoxServe): interactive work goes before batch work; within a class, a request that
     has not produced audio yet is urgent (time to first audio), and so is a streaming request whose audio
     buffered ahead of real time has dropped under a margin; then higher priority. Prefill chunks are kept
-    small so the streams already playing keep their cadence. While the most important work present is
+    small so the streams already playing keep their cadence, a stream's prompt goes before batch work's, and
+    while a playing stream has less than `THIN_BUFFER_SECONDS` of audio ahead of its listener a step prefills
+    one chunk at most, so the step ends before that stream stalls. While the most important work present is
     interactive (a speech request at priority 9 beside short jobs at 5, or any interactive work beside batch),
     its rows lead every step, and the step holds only as many other rows as keep it within
     `interactive_slowdown` times the cost of the leading rows alone (`StepCosts` learns a step's cost by its
@@ -37,6 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 INTERACTIVE_SLOWDOWN = 1.5  # how much slower than its own rows alone a step holding interactive work may be
+# Online: while a playing stream has less audio than this ahead of its listener, a step prefills one prompt chunk at
+# most (each chunk is a forward of its own: two or three beside a full decode step outlast a frame's 133 ms).
+THIN_BUFFER_SECONDS = 0.3
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,12 @@ class OnlinePolicy:
     """Latency first: interactive work, no-audio-yet and starving streams lead; chunked prefill keeps streams on
     time; batch rows are held back from steps whose interactive work they would slow down too much."""
 
-    def __init__(self, buffer_margin_seconds: float = 2.0, interactive_slowdown: float = INTERACTIVE_SLOWDOWN) -> None:
+    def __init__(
+        self,
+        buffer_margin_seconds: float = 2.0,
+        interactive_slowdown: float = INTERACTIVE_SLOWDOWN,
+        thin_buffer_seconds: float = THIN_BUFFER_SECONDS,
+    ) -> None:
         if interactive_slowdown < 1:
             raise ValueError(
                 f"interactive_slowdown must be at least 1 (a step's time over its leading rows'), "
@@ -126,6 +136,7 @@ class OnlinePolicy:
             )
         self.buffer_margin_seconds = buffer_margin_seconds
         self.interactive_slowdown = interactive_slowdown
+        self.thin_buffer_seconds = thin_buffer_seconds
         self.costs = StepCosts()
 
     def observe(self, rows: int, prefill_tokens: int, seconds: float) -> None:
@@ -141,7 +152,14 @@ class OnlinePolicy:
             rows = self._rows(sum(r.importance == leading for r in decodable), budget.max_batch)
         decode = tuple(r.request_id for r in decodable[:rows])
         waiting = sorted((r for r in requests if r.prompt_remaining > 0), key=_first_served)
-        return StepPlan(decode, _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk))
+        chunks = _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk)
+        if any(self._thin(r) for r in decodable[:rows]):  # a stream could hear a stall: one prompt this step
+            chunks = chunks[:1]
+        return StepPlan(decode, chunks)
+
+    def _thin(self, request: RequestView) -> bool:
+        """A stream playing with less than `thin_buffer_seconds` of audio ahead: this step must end before that."""
+        return request.streaming and request.has_audio and request.buffered_seconds < self.thin_buffer_seconds
 
     def _rows(self, leading_rows: int, max_batch: int) -> int:
         """The rows a step may decode beside `leading_rows` rows of the leading work: within the slowdown."""
@@ -186,9 +204,10 @@ def _leading(requests: Sequence[RequestView]) -> tuple[int, int] | None:
     return top
 
 
-def _first_served(request: RequestView) -> tuple[int, int, float]:
+def _first_served(request: RequestView) -> tuple[int, int, bool, float]:
+    """Prompts prefill by importance, a stream's before batch work's (a listener waits for it), then arrival."""
     interactive, priority = request.importance
-    return (-interactive, -priority, request.arrival)
+    return (-interactive, -priority, not request.streaming, request.arrival)
 
 
 def _prefill_chunks(waiting: Sequence[RequestView], tokens: int, chunk: int) -> tuple[tuple[int, int], ...]:

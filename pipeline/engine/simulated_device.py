@@ -8,7 +8,7 @@ frame every step unless a request's script says otherwise), and for each step ad
 seconds `CostModel` gives for that step's rows, prefill tokens, K/V keys read, diffusion steps and decodes.
 
 The clock runs on the host's real time while the engine works (scheduling, books, records, noise draws: all
-measured for real, never modelled), stops while the simulation itself works (choosing tokens, pricing the
+measured for real as the stepping thread's CPU time, never modelled), stops while the simulation itself works (choosing tokens, pricing the
 step), and jumps by the modelled device time at each step; so a load of many minutes runs in seconds, and the
 engine's own host cost is in every figure. Steps are serial: the modelled device time and the engine's host
 work add up (no overlap of host work with the device step is assumed, which is the conservative choice).
@@ -282,10 +282,12 @@ def _roofline(costs: dict) -> Roofline | None:
 class VirtualClock:
     """Seconds: real host time while the engine works, plus modelled device time; stopped while the simulation works.
 
-    With `count_host=False` only modelled time passes (a test that checks modelled costs exactly).
+    The host's time is the stepping thread's CPU time (`time.thread_time`), not the wall clock: on a shared machine
+    the wall clock also counts the time other processes held the core, which is no work of the engine's. With
+    `count_host=False` only modelled time passes (a test that checks modelled costs exactly).
     """
 
-    def __init__(self, count_host: bool = True, real: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, count_host: bool = True, real: Callable[[], float] = time.thread_time) -> None:
         self.count_host = count_host
         self._real = real
         self._virtual = 0.0
