@@ -2,6 +2,11 @@
 
     python bench/engine.py --size tiny --concurrency 8 --arrivals poisson --json out.json
     python bench/engine.py --size tiny --workload longform --long-tokens 12000 --concurrency 15 --paths engine
+    python bench/engine.py --size 7b --device cuda --concurrency 16 --paths hf_static,engine
+
+`--size`: `tiny`, or a published member's shapes (`models.family`): `1.5b` (VibeVoice-1.5B: Qwen2.5-1.5B, 64K
+context) or `7b` (VibeVoice-Large: Qwen2.5-7B, 32K context, about 19 GB of weights in bf16). A device without room
+for the weights is refused before anything is allocated, with the figures.
 
 Paths, measured in the same run on the same requests:
   hf_sequential  transformers' `generate()`, one request at a time (what VibeVoice demos do)
@@ -41,10 +46,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from models.family import SIZES
 from models.loading import LoadedModel, choose_device, choose_dtype  # noqa: E402
 from models.reference import reference_generate_segment  # noqa: E402
 from models.segment_io import prompt_inputs
-from models.tiny_checkpoint import random_model
+from models.tiny_checkpoint import random_model, random_model_bytes
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.factory import engine_for_model
 from pipeline.engine.requests import EventKind
@@ -272,9 +278,23 @@ def measure(name: str, device: torch.device, run) -> tuple[PathFigures, list[Tim
     return figures, timelines
 
 
+def check_room(size: str, device: torch.device, dtype: torch.dtype) -> None:
+    """Exit with a clear message when `device` has no room for the model's random weights: a 7B build on a CPU or a
+    small GPU would otherwise swap, or die in the middle of its weights."""
+    needed = random_model_bytes(size, dtype)
+    available = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else psutil.virtual_memory().available
+    if needed > available:
+        name = SIZES[size].name if size in SIZES else size
+        raise SystemExit(
+            f"bench/engine.py --size {size}: {name}'s weights need {needed / 2**30:.1f} GiB in "
+            f"{str(dtype).removeprefix('torch.')} and the {device} has {available / 2**30:.1f} GiB available; "
+            "run it on a device with room (bench/gpu.sh does, on a GPU)"
+        )
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=["tiny", "1.5b"], default="tiny")
+    parser.add_argument("--size", choices=["tiny", *SIZES], default="tiny")
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--concurrency", type=int, default=8, help="requests in the workload")
@@ -311,6 +331,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = choose_device(args.device)
     dtype = choose_dtype(device, args.dtype)
     torch.manual_seed(args.seed)
+    check_room(args.size, device, dtype)
     loaded = random_model(args.size, device, dtype)
     shortest, longest = (float(value) for value in args.audio_seconds.split(","))
     if args.workload == "longform":

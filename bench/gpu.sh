@@ -9,7 +9,9 @@
 # VibeVoice-1.5B's shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
 # 64 and 256 (offline), 64 requests arriving as a Poisson process (streaming policy), and the long-form run:
 # one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,
-# with the paged K/V pool's peak against the slot design's reservation; then the device's cost file
+# with the paged K/V pool's peak against the slot design's reservation; VibeVoice-Large (bench/engine.py --size 7b:
+# Qwen2.5-7B's shapes, 32K context, random bf16 weights) at VOXCAST_BENCH_LARGE requests at once, on a GPU with room
+# for its 19 GB (engine.py refuses one without, saying so); then the device's cost file
 # (bench/gpu_costs.py: OUT_DIR/costs/costs.json, the form of shared/device_costs/) with the simulated device checked
 # against the real engine on it (OUT_DIR/costs/validation.json, OUT_DIR/costs/simulated.json). Each engine gets
 # ready as a worker's does (warm_up.prepare_to_serve: graphs captured, the fast path checked against the eager step, a fall-back with its
@@ -35,6 +37,7 @@ steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
 budget="${VOXCAST_BENCH_BUDGET_S:-450}"
 read -r long_tokens long_frames long_beside <<<"${VOXCAST_BENCH_LONGFORM:-60000 600 63}"
 cost_batches="${VOXCAST_BENCH_COST_BATCHES:-1,4,16,64,128,256}"
+large="${VOXCAST_BENCH_LARGE-16}"  # VibeVoice-Large's requests at once; set empty: no Large run
 predicted_costs="${VOXCAST_BENCH_PREDICTED_COSTS:-../shared/device_costs/h200-vibevoice-1.5b-bf16-eager.json}"
 python="${PYTHON:-python3}"
 
@@ -85,6 +88,11 @@ done
 bench "streaming-c$streaming" 70 --concurrency "$streaming" --arrivals poisson --rate 16 --paths hf_static,engine
 bench "longform" 90 --workload longform --long-tokens "$long_tokens" --long-frames "$long_frames" \
     --concurrency "$long_beside" --rate 16 --paths engine
+# The 7B member on the GPU only: a CPU holds its weights slowly if at all. `--size 7b` after bench's own `--size`
+# wins (argparse keeps the last).
+if [ -n "$large" ] && [ "$device" = cuda ]; then
+    bench "large-c$large" 90 --size 7b --concurrency "$large" --arrivals at-once --paths hf_static,engine
+fi
 # The device's cost file (the form of shared/device_costs/), and the simulated device checked against this device:
 # a Poisson workload through the real engine, the simulation with the file just measured, and the simulation with
 # the shared H200 file (what was predicted before any GPU run); then the sweep's figures recalibrated on it.

@@ -371,15 +371,29 @@ def random_model(size: str, device: torch.device, dtype: torch.dtype, *, attenti
     checks run (speed does not depend on the weights' values). `attentive`: see `build_tiny_model`."""
     from models.loading import LoadedModel, leave_levelling_to_the_voice_prompt
 
-    if size != "tiny" and size not in SIZES:
-        raise ValueError(f"unknown model size {size!r}; use tiny, {' or '.join(SIZES)}")
-    config = published_config(SIZES[size]) if size in SIZES else tiny_config()
+    config = _config_of_size(size)
     tokenizer = train_tiny_tokenizer(config.text_config.max_position_embeddings)
     with torch.device(device):
         model = build_tiny_model(tokenizer, seed=0, config=config, attentive=attentive, dtype=dtype)
     processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)
     leave_levelling_to_the_voice_prompt(processor)
     return LoadedModel(model, processor, f"random-{size}", "hf", device, dtype)
+
+
+def random_model_bytes(size: str, dtype: torch.dtype) -> int:
+    """Memory `random_model(size, ..., dtype)` takes while it builds: the weights in `dtype`, plus a float32 copy of
+    the largest (what a low-precision weight is drawn into on the CPU, `_DrawnInFloat32`). Counted on the meta
+    device, so asking costs no memory: what lets a benchmark refuse a device without room before filling it."""
+    with torch.device("meta"):
+        model = VibeVoiceForConditionalGeneration(_config_of_size(size))
+    counts = [parameter.numel() for parameter in model.parameters()]
+    return sum(counts) * dtype.itemsize + max(counts) * torch.float32.itemsize
+
+
+def _config_of_size(size: str) -> VibeVoiceConfig:
+    if size != "tiny" and size not in SIZES:
+        raise ValueError(f"unknown model size {size!r}; use tiny, {' or '.join(SIZES)}")
+    return published_config(SIZES[size]) if size in SIZES else tiny_config()
 
 
 def write_tiny_checkpoint(

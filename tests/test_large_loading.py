@@ -21,7 +21,7 @@ from models.checkpoint_layout import hf_config_from_original, hf_key, original_c
 from models.family import VIBEVOICE_1_5B, VIBEVOICE_LARGE, member_of, model_context
 from models.loading import LoadedModel, load_model
 from models.reference import reference_generate_segment
-from models.tiny_checkpoint import published_config, tiny_config, write_tiny_checkpoint
+from models.tiny_checkpoint import published_config, random_model_bytes, tiny_config, write_tiny_checkpoint
 from pipeline.engine.engine import EngineConfig
 from pipeline.engine.factory import engine_for_model
 from pipeline.generation import SegmentDone, SegmentGeneration, SegmentRequest
@@ -138,3 +138,11 @@ def test_each_member_is_told_apart_by_what_its_tiny_copies_keep() -> None:
     toy = tiny_config().text_config  # the everyday tiny checkpoint: a 3,072-token toy, no member's
     assert member_of(toy) is None
     assert model_context(toy, "tiny-random").holds() == "tiny-random holds 65,536 tokens (about 90 minutes)"
+
+
+def test_a_benchmark_knows_what_the_large_shapes_take_before_it_builds_them() -> None:
+    """`bench/engine.py --size 7b` refuses a device with less room than this (about 19 GiB in bf16: 9B weights, and
+    a float32 draw of the 152,064 x 3,584 head); the 1.5B's shapes take about a third."""
+    large = random_model_bytes("7b", torch.bfloat16)
+    assert 18 * 2**30 < large < 20 * 2**30
+    assert 4 * 2**30 < random_model_bytes("1.5b", torch.bfloat16) < large / 2.5
