@@ -5,7 +5,7 @@
     python bench/engine.py --size 7b --device cuda --concurrency 16 --paths hf_static,engine
 
 `--size`: `tiny`, or a published member's shapes (`models.family`): `1.5b` (VibeVoice-1.5B: Qwen2.5-1.5B, 64K
-context) or `7b` (VibeVoice-Large: Qwen2.5-7B, 32K context, about 19 GB of weights in bf16). A device without room
+context) or `7b` (VibeVoice-Large: Qwen2.5-7B, 32K context, about 18 GB of weights in bf16). A device without room
 for the weights is refused before anything is allocated, with the figures.
 
 Paths, measured in the same run on the same requests:

@@ -11,7 +11,7 @@
 # one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,
 # with the paged K/V pool's peak against the slot design's reservation; VibeVoice-Large (bench/engine.py --size 7b:
 # Qwen2.5-7B's shapes, 32K context, random bf16 weights) at VOXCAST_BENCH_LARGE requests at once, on a GPU with room
-# for its 19 GB (engine.py refuses one without, saying so); then the device's cost file
+# for its 18 GB (engine.py refuses one without, saying so); then the device's cost file
 # (bench/gpu_costs.py: OUT_DIR/costs/costs.json, the form of shared/device_costs/) with the simulated device checked
 # against the real engine on it (OUT_DIR/costs/validation.json, OUT_DIR/costs/simulated.json). Each engine gets
 # ready as a worker's does (warm_up.prepare_to_serve: graphs captured, the fast path checked against the eager step, a fall-back with its
