@@ -23,16 +23,14 @@ from cli.errors import EXIT_OK, InputError
 from core.audio_formats import BITRATES
 from core.progress_estimate import MAX_SHARE_UNTIL_DONE, EtaEstimator, past_estimate
 from core.settings import Settings
+from script_text import voice_assignment
 from script_text.parser import (
     Script,
     ScriptError,
     Speaker,
     check_speakable,
-    find_speaker,
     parse_script,
-    same_speaker_message,
     script_warnings,
-    unknown_speaker_message,
 )
 from script_text.plan import Plan, context_refusal, plan_script
 from tokenizer.voice_prompt import VoicePromptError, load_voice_prompt
@@ -194,37 +192,25 @@ def _plan(script: Script, args: argparse.Namespace, settings: Settings) -> Plan:
 
 
 def assign_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, str]:
-    """Map `--voice` values to speaker indices: `KEY=FILE` by number or name, a bare `FILE` to the next free one."""
-    assigned: dict[int, str] = {}
-    claimed_by: dict[int, str] = {}  # speaker index -> the key that gave it its voice, to explain a second one
-    bare: list[str] = []
-    for spec in specs:
-        key, sep, path = spec.partition("=")
-        if not sep:
-            bare.append(spec)
-            continue
-        key = key.strip()
-        index = _speaker_index(speakers, key)
-        if index in assigned:
-            raise InputError(f"--voice {spec}: {same_speaker_message(speakers, claimed_by[index], key)}")
-        assigned[index], claimed_by[index] = path, key
-    free = [index for index in range(len(speakers)) if index not in assigned]
+    """Map `--voice` values to speaker indices: `KEY=FILE` by number or name (`script_text.voice_assignment`, the
+    api's rule too), a bare `FILE` to the next speaker without one."""
+    keyed = [(key.strip(), path) for key, sep, path in (spec.partition("=") for spec in specs) if sep]
+    bare = [spec for spec in specs if "=" not in spec]
+    assignment = voice_assignment.assign_voices(speakers, keyed)
+    if assignment.refused:
+        refusal = assignment.refused[0]
+        path = "..." if refusal.unknown_speaker else refusal.voice
+        raise InputError(f"--voice {refusal.key}={path}: {refusal.why}")
+    free = [index for index in range(len(speakers)) if index not in assignment.voices]
     if len(bare) > len(free):
         raise InputError(f"--voice: {len(bare)} unnamed voice files but only {len(free)} speakers without a voice")
-    assigned |= dict(zip(free, bare, strict=False))  # checked above: no more bare files than free speakers
+    assigned = assignment.voices | dict(zip(free, bare, strict=False))  # no more bare files than free speakers
     missing = [speakers[index] for index in range(len(speakers)) if index not in assigned]
     if missing:
         names = ", ".join(speaker.name for speaker in missing)
         example = " ".join(f"--voice {speaker.key}=FILE.wav" for speaker in missing)
         raise InputError(f"no voice for {names}; give one per speaker, e.g. {example}")
     return assigned
-
-
-def _speaker_index(speakers: Sequence[Speaker], key: str) -> int:
-    index = find_speaker(speakers, key)
-    if index is not None:
-        return index
-    raise InputError(f"--voice {key}=...: {unknown_speaker_message(speakers, key)}")
 
 
 def load_voices(speakers: Sequence[Speaker], specs: Sequence[str]) -> dict[int, np.ndarray]:

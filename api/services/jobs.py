@@ -59,11 +59,10 @@ from script_text.parser import (
     check_speakable,
     find_speaker,
     parse_script,
-    same_speaker_message,
     script_warnings,
-    unknown_speaker_message,
 )
 from script_text.plan import Plan
+from script_text.voice_assignment import assign_voices
 from tokenizer.voice_prompt import VoicePrompt
 from workers.celery_app import enqueue_job
 
@@ -211,39 +210,30 @@ def _assign_voices(
     voice_ids: Mapping[str, str],
     uploads: Mapping[str, VoicePrompt],
 ) -> tuple[dict[int, Voice], dict[int, str]]:
-    """Map every speaker to one stored voice or one upload (by the client's key); report every problem at once."""
+    """Map every speaker to one stored voice or one upload (by the client's key, by the rule the CLI's `--voice`
+    follows: `script_text.voice_assignment`); report every problem at once."""
     problems: list[Problem] = []
-    stored: dict[int, Voice] = {}
-    uploaded: dict[int, str] = {}
-    claimed_by: dict[int, str] = {}  # speaker -> the key that gave it its voice, to explain a second one
+    keyed: list[tuple[str, Voice | str | None]] = []
     for key, voice_id in voice_ids.items():
-        field = f"voices.{key}"
-        speaker = find_speaker(speakers, key)
         voice = session.get(Voice, voice_id)
-        if speaker is None:
-            problems.append(Problem(field, unknown_speaker_message(speakers, key)))
-        elif voice is None or not (caller.is_admin or voice.owner_id == caller.key_id):
-            problems.append(Problem(field, f"no voice {voice_id!r}; upload one with POST /v1/voices"))
-        elif speaker in claimed_by:
-            problems.append(Problem(field, same_speaker_message(speakers, claimed_by[speaker], key)))
+        if find_speaker(speakers, key) is not None and (
+            voice is None or not (caller.is_admin or voice.owner_id == caller.key_id)
+        ):
+            problems.append(Problem(f"voices.{key}", f"no voice {voice_id!r}; upload one with POST /v1/voices"))
         else:
-            stored[speaker], claimed_by[speaker] = voice, key
-    for key in uploads:
-        field = f"voices.{key}"
-        speaker = find_speaker(speakers, key)
-        if speaker is None:
-            problems.append(Problem(field, unknown_speaker_message(speakers, key)))
-        elif speaker in claimed_by:
-            problems.append(Problem(field, same_speaker_message(speakers, claimed_by[speaker], key)))
-        else:
-            uploaded[speaker], claimed_by[speaker] = key, key
-    missing = [speaker.name for index, speaker in enumerate(speakers) if index not in stored and index not in uploaded]
-    if missing and not problems:
+            keyed.append((key, voice))
+    keyed += [(key, key) for key in uploads]  # an upload is named by its key
+    assignment = assign_voices(speakers, keyed)
+    problems += [Problem(f"voices.{refusal.key}", refusal.why) for refusal in assignment.refused]
+    if assignment.missing and not problems:
+        missing = ", ".join(speaker.name for speaker in assignment.missing)
         problems.append(
-            Problem("voices", f"no voice for {', '.join(missing)}; give a voice id or upload a file for every speaker")
+            Problem("voices", f"no voice for {missing}; give a voice id or upload a file for every speaker")
         )
     if problems:
         raise InvalidInput(problems)
+    stored = {index: voice for index, voice in assignment.voices.items() if isinstance(voice, Voice)}
+    uploaded = {index: key for index, key in assignment.voices.items() if isinstance(key, str)}
     return stored, uploaded
 
 
