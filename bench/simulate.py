@@ -470,6 +470,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--long-frames", type=int, default=LONG_JOB["frames"], help="mixed: the long job's frames")
     parser.add_argument("--sweep", action="store_true", help="every scheduler over growing loads; table and plot")
     parser.add_argument("--references", action="store_true", help="run the reference schedulers at --streams too")
+    parser.add_argument(
+        "--batched-prefill", action="store_true", help="what-if: one prefill forward a step for every prompt chunk"
+    )
     parser.add_argument("--plot", type=Path, default=None, help="sweep: the PNG (default: beside --json)")
     parser.add_argument("--validation", type=Path, default=None, help="a faithfulness report to fold into the JSON")
     parser.add_argument("--seed", type=int, default=0)
@@ -481,6 +484,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     started = time.perf_counter()
     costs = CostModel.from_file(args.costs)
+    costs.batched_prefill = args.batched_prefill
+    if args.batched_prefill:
+        costs.assumptions.append("what-if: every prompt chunk of a step in one prefill forward (not the runner today)")
     config = EngineConfig(
         slots=args.slots,
         policy="online",

@@ -100,3 +100,9 @@ def test_a_request_start_costs_its_prompt_embedding_where_the_file_measured_it()
     engine.run_until_idle()
     prefill_and_frame = model.step_seconds(StepShape(frame_rows=1, prefill_chunks=(100,)))
     assert clock() == pytest.approx(0.3 + prefill_and_frame)
+
+
+def test_the_batched_prefill_what_if_pays_the_fixed_part_once_a_step() -> None:
+    model = CostModel.from_costs(SMALL)
+    model.batched_prefill = True
+    assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(50.0)  # 10 + 0.1/token

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 INTERACTIVE_SLOWDOWN = 1.5  # how much slower than its own rows alone a step holding interactive work may be
 # Online: while a playing stream has less audio than this ahead of its listener, a step prefills one prompt chunk at
 # most (each chunk is a forward of its own: two or three beside a full decode step outlast a frame's 133 ms).
-THIN_BUFFER_SECONDS = 0.3
+THIN_BUFFER_SECONDS = 0.2
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ frame every step unless a request's script says otherwise), and for each step ad
 seconds `CostModel` gives for that step's rows, prefill tokens, K/V keys read, diffusion steps and decodes.
 
 The clock runs on the host's real time while the engine works (scheduling, books, records, noise draws: all
-measured for real as the stepping thread's CPU time, never modelled), stops while the simulation itself works (choosing tokens, pricing the
-step), and jumps by the modelled device time at each step; so a load of many minutes runs in seconds, and the
-engine's own host cost is in every figure. Steps are serial: the modelled device time and the engine's host
+measured for real as the stepping thread's CPU time, never modelled), stops while the simulation itself works
+(choosing tokens, pricing the step), and jumps by the modelled device time at each step; so a load of many
+minutes runs in seconds, and the engine's own host cost is in every figure. Steps are serial: the modelled device time and the engine's host
 work add up (no overlap of host work with the device step is assumed, which is the conservative choice).
 
 The cost model reads a cost file of the form in `shared/device_costs/` (measured parts of a frame by batch
@@ -135,6 +135,9 @@ class CostModel:
     start_fixed_ms: float = 0.0  # a request's start: its prompt embedded, its voices encoded
     start_ms_per_token: float = 0.0
     assumptions: list[str] = field(default_factory=list)
+    # What-if: a runner that prefills all of a step's prompt chunks in one forward (the runner today runs a forward
+    # per chunk), paying the fixed part once a step; for judging that change before building it.
+    batched_prefill: bool = False
 
     @classmethod
     def from_file(cls, path: Path | str) -> CostModel:
@@ -164,7 +167,8 @@ class CostModel:
         return cls(dict.fromkeys(PARTS, zero), zero, 0.0, 0.0, None, "free", assumptions=nothing)
 
     def step_seconds(self, shape: StepShape) -> float:
-        ms = sum(self.prefill_fixed_ms + self.prefill_ms_per_token * tokens for tokens in shape.prefill_chunks)
+        forwards = min(len(shape.prefill_chunks), 1) if self.batched_prefill else len(shape.prefill_chunks)
+        ms = forwards * self.prefill_fixed_ms + self.prefill_ms_per_token * sum(shape.prefill_chunks)
         ms += self._padded(shape.decode_rows, self.parts["lm_step_ms"])  # the positive branch
         ms += self._padded(shape.frame_rows, lambda rows: self._frame_tail_ms(rows, shape.diffusion_steps))
         seconds = ms / 1000
