@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
+from core.engine_defaults import ENGINE_SLOTS, MAX_CUDA_GRAPHS
 from core.file_store import parse_s3_url
 
 ENV_PREFIX = "VOXCAST_"
@@ -41,7 +42,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"  # key=value lines, or one JSON object a line
     max_segment_seconds: float = Field(120.0, gt=0)  # longest single generation in "turns" mode
     # Requests generated side by side in one batch (rows); at least `worker_max_jobs`
-    engine_slots: int = Field(16, ge=1)
+    engine_slots: int = Field(ENGINE_SLOTS, ge=1)
     # The engine's K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
     # None: 0.8 on a GPU, 1 GiB on the CPU. A generation may reach the model's own context if the pool holds it.
     engine_kv_memory: float | None = Field(None, gt=0)
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
     engine_step: Literal["auto", "graphs", "fixed", "eager"] = "auto"
     # Decode-step CUDA graphs an engine holds at once (warm-up captures at most this many; others on first use, the
     # least recently used let go)
-    engine_max_graphs: int = Field(64, ge=1)
+    engine_max_graphs: int = Field(MAX_CUDA_GRAPHS, ge=1)
     database_url: str | None = None  # SQLAlchemy URL; None: a SQLite file under data_dir
     # Where job files and voices are kept for every host: None, the data folder alone (one machine, or a folder the
     # hosts share); "s3://bucket/prefix", an S3-compatible bucket, each host's data folder its scratch (credentials

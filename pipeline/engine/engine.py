@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from core.audio_rates import FRAMES_PER_SECOND
+from core.engine_defaults import ENGINE_SLOTS, KV_BLOCK_TOKENS, MAX_CUDA_GRAPHS
 from pipeline.engine.kv_blocks import NULL_BLOCK, BlockPool, PoolExhausted
 from pipeline.engine.requests import (
     EngineEvent,
@@ -101,7 +102,7 @@ class Runner(Protocol):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    slots: int = 16  # rows: requests in one step at once
+    slots: int = ENGINE_SLOTS  # rows: requests in one step at once
     policy: str = "online"  # "online" (streams, time to first audio) or "offline" (throughput)
     prefill_chunk: int = 512  # prompt tokens one request may prefill in one step
     token_budget: int | None = None  # LM tokens per step; default: slots + prefill_chunk
@@ -109,12 +110,12 @@ class EngineConfig:
     # (None: the runner's default); `kv_blocks` sets the block count itself (tests, benchmarks).
     kv_memory: float | None = None
     kv_blocks: int | None = None
-    block_size: int = 16  # tokens per K/V block
+    block_size: int = KV_BLOCK_TOKENS  # tokens per K/V block
     # Decode through the fixed-shape step (frame_step.py); None: on a GPU only.
     fixed_shapes: bool | None = None
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
     overlap: bool = True  # read a fixed-shape step back while the next one runs
-    max_graphs: int = 64  # decode-step CUDA graphs held at once (warm-up captures at most this many)
+    max_graphs: int = MAX_CUDA_GRAPHS  # decode-step CUDA graphs held at once (warm-up captures at most this many)
     # Online: a step holding interactive work takes at most this many times what its interactive rows alone take
     # (batch rows beyond that sit the step out); see `OnlinePolicy`.
     interactive_slowdown: float = INTERACTIVE_SLOWDOWN

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.engine_defaults import ENGINE_SLOTS, KV_BLOCK_TOKENS, MAX_CUDA_GRAPHS
 from diffusion.dpm_solver import sample_with_guidance
 from models.loading import LoadedModel
 from models.segment_io import PromptInputs
@@ -66,13 +67,12 @@ DEFAULT_CPU_KV_BYTES = 1 << 30  # K/V pool on the CPU when no budget is given
 # it; the rest is for CUDA graphs' bookkeeping, the caching allocator's slack and what else shares the GPU.
 DEFAULT_GPU_KV_FRACTION = 0.9
 REPLAY_CHUNK_FRAMES = 64  # frames streamed through the codec, and negative entries written, per forward
-DEFAULT_MAX_GRAPHS = 64  # decode-step CUDA graphs a runner holds at once
 
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    rows: int = 16  # requests in one step at once
-    block_size: int = 16  # tokens per K/V block
+    rows: int = ENGINE_SLOTS  # requests in one step at once
+    block_size: int = KV_BLOCK_TOKENS  # tokens per K/V block
     # The K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
     # None: DEFAULT_GPU_KV_FRACTION on a GPU, DEFAULT_CPU_KV_BYTES on the CPU. `kv_blocks` (blocks) wins.
     kv_memory: float | None = None
@@ -80,7 +80,7 @@ class RunnerConfig:
     fixed_shapes: bool | None = None  # None: on a GPU only
     cuda_graphs: bool = True  # replay the fixed-shape step as CUDA graphs (on a GPU, with fixed_shapes)
     overlap: bool = True  # read a fixed-shape step back while the next one runs
-    max_graphs: int = DEFAULT_MAX_GRAPHS  # CUDA graphs held at once (and captured at warm-up at most)
+    max_graphs: int = MAX_CUDA_GRAPHS  # CUDA graphs held at once (and captured at warm-up at most)
 
 
 @dataclass(frozen=True)
