@@ -10,8 +10,9 @@ seconds `CostModel` gives for that step's rows, prefill tokens, K/V keys read, d
 The clock runs on the host's real time while the engine works (scheduling, books, records, noise draws: all
 measured for real as the stepping thread's CPU time, never modelled), stops while the simulation itself works
 (choosing tokens, pricing the step), and jumps by the modelled device time at each step; so a load of many
-minutes runs in seconds, and the engine's own host cost is in every figure. Steps are serial: the modelled device time and the engine's host
-work add up (no overlap of host work with the device step is assumed, which is the conservative choice).
+minutes runs in seconds, and the engine's own host cost is in every figure. Steps are serial: the modelled
+device time and the engine's host work add up (no overlap of host work with the device step is assumed, which is
+the conservative choice).
 
 The cost model reads a cost file of the form in `shared/device_costs/` (measured parts of a frame by batch
 size, and prefill costs). Where nothing was measured it assumes, and `CostModel.assumptions` says, exactly:
