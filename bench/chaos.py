@@ -427,7 +427,6 @@ class Submitted:
     id: str
     action: str  # what the driver did: turns, whole, publish, draft
     cancel_asked: bool = False
-    reopened: int = 0  # regenerations and admin retries accepted: each may end it once more
 
 
 @dataclass
@@ -486,6 +485,8 @@ class Run:
         self.progress_log: dict[str, list[tuple[float, int, int, str]]] = defaultdict(list)
         self.script_rows: dict[str, tuple[str, str | None, datetime | None]] = {}  # id: state, error, finished_at
         self.script_finished_seen: dict[str, set[datetime]] = defaultdict(set)
+        # regenerations and admin retries accepted, by job (speech jobs too): each may end it once more
+        self.reopened: Counter[str] = Counter()
         self.retried: set[str] = set()  # jobs an admin retried after a full disk failed them
         self.retried_ends: set[tuple[str, datetime]] = set()  # (job, finished_at) of each failure retried
         self.disk_full = threading.Event()  # while set, an operator waits before retrying
@@ -741,6 +742,7 @@ class Run:
                 json={"seed": REGENERATE["seed"]},
             )
             answer.raise_for_status()
+            self.reopened[self.references["turns"]] += 1
             time.sleep(1.0)
             if self.wait_final(self.references["turns"], 180) != "done":
                 raise RuntimeError("the reference regeneration did not end done")
@@ -819,8 +821,7 @@ class Run:
         answer = self.request(client, key, "POST", path, json={"seed": REGENERATE["seed"]})
         if answer is not None and answer.status_code == 202:
             with self.lock:
-                if job.id in self.submitted:
-                    self.submitted[job.id].reopened += 1
+                self.reopened[job.id] += 1
 
     def cancel(self, client: httpx.Client, key: str, mine: list[JobRow], rng: random.Random) -> None:
         running = [
@@ -859,8 +860,7 @@ class Run:
                     with self.lock:
                         self.retried.add(row.id)
                         self.retried_ends.add((row.id, row.finished_at))  # type: ignore[arg-type]
-                        if row.id in self.submitted:
-                            self.submitted[row.id].reopened += 1
+                        self.reopened[row.id] += 1
 
     # --- faults ------------------------------------------------------------------------------------------------
 
@@ -1063,9 +1063,7 @@ class Run:
     def check_ends(self, jobs: dict[str, Any], scripts: dict[str, Any]) -> None:
         for job in jobs.values():
             asked = self.submitted.get(job.id)
-            reopened = asked.reopened if asked else 0
-            if job.id == self.references.get("turns"):
-                reopened += 1  # its reference regeneration
+            reopened = self.reopened[job.id]
             ends = len(self.finished_seen.get(job.id, set()))
             evidence = (
                 f"state {job.state}, attempts {job.attempts}, deaths {job.worker_deaths}, handbacks "
