@@ -21,6 +21,7 @@ from models.checkpoint_layout import hf_config_from_original, hf_key, original_c
 from models.family import VIBEVOICE_1_5B, VIBEVOICE_LARGE, member_of, model_context
 from models.loading import LoadedModel, load_model
 from models.reference import reference_generate_segment
+from models.segment_io import GenerationSettings
 from models.tiny_checkpoint import published_config, random_model_bytes, tiny_config, write_tiny_checkpoint
 from pipeline.engine.engine import EngineConfig
 from pipeline.engine.factory import engine_for_model
@@ -44,15 +45,20 @@ def large_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     }
 
 
-@pytest.fixture(scope="module", params=["hf", "original"])
-def large(request: pytest.FixtureRequest, large_checkpoints: dict[str, Path]) -> LoadedModel:
-    return load_model(str(large_checkpoints[request.param]), device="cpu")
+@pytest.fixture(scope="module")
+def large_models(large_checkpoints: dict[str, Path]) -> dict[str, LoadedModel]:
+    return {layout: load_model(str(folder), device="cpu") for layout, folder in large_checkpoints.items()}
+
+
+@pytest.fixture(params=["hf", "original"])
+def large(request: pytest.FixtureRequest, large_models: dict[str, LoadedModel]) -> LoadedModel:
+    return large_models[request.param]
 
 
 def segment_request() -> SegmentRequest:
     text = SegmentText(((0, "Hello and welcome to the show."), (1, "Thanks, glad to be here.")))
-    voices = {0: voice_like(3.0, 24_000, seed=0), 1: voice_like(4.0, 24_000, seed=1)}
-    return SegmentRequest(text, voices, FRAMES)
+    voices = {0: voice_like(1.5, 24_000, seed=0), 1: voice_like(2.0, 24_000, seed=1)}
+    return SegmentRequest(text, voices, FRAMES, GenerationSettings(diffusion_steps=3))
 
 
 def test_a_tiny_large_checkpoint_loads_with_larges_shapes(large: LoadedModel) -> None:
@@ -71,7 +77,7 @@ def test_a_tiny_large_checkpoint_loads_with_larges_shapes(large: LoadedModel) ->
 def test_a_tiny_large_checkpoint_generates_as_transformers_does(large: LoadedModel) -> None:
     """Frames end to end through the engine (prompt with voices, LM, diffusion head, acoustic decoder), the same
     audio as `generate()` gives for the request alone."""
-    engine = engine_for_model(large, EngineConfig(slots=2))
+    engine = engine_for_model(large, EngineConfig(slots=2, kv_blocks=64))
     assert engine.spec.max_context == 32_768
     generation = SegmentGeneration.start(engine, {0: segment_request()})
     updates = []
@@ -84,9 +90,8 @@ def test_a_tiny_large_checkpoint_generates_as_transformers_does(large: LoadedMod
     np.testing.assert_allclose(result.audio, reference.audio, atol=AUDIO_TOLERANCE)
 
 
-def test_both_layouts_load_to_the_same_weights(large_checkpoints: dict[str, Path]) -> None:
-    original = load_model(str(large_checkpoints["original"]), device="cpu")
-    reference = load_model(str(large_checkpoints["hf"]), device="cpu")
+def test_both_layouts_load_to_the_same_weights(large_models: dict[str, LoadedModel]) -> None:
+    original, reference = large_models["original"], large_models["hf"]
     assert original.layout == "original"
     ours, theirs = original.model.state_dict(), reference.model.state_dict()
     assert ours.keys() == theirs.keys() and "lm_head.weight" in ours
