@@ -8,8 +8,10 @@ import threading
 
 import pytest
 
+from core.db import DatabaseUnavailable
 from workers import periodic
 from workers.periodic import Periodic, stalled_loops
+from workers.sweeper import SilenceJudge
 
 WAIT = 30.0  # a bound on a stalled test, never a measure of speed
 
@@ -54,3 +56,24 @@ def test_a_loop_that_completes_no_round_in_time_is_named_stalled() -> None:
     finally:
         loop.stop()
     assert "test-stuck-loop" not in stalled_loops()  # a stopped loop is not stalled
+
+
+def test_after_a_database_outage_heartbeats_are_judged_only_once_workers_had_time_to_write_theirs() -> None:
+    now = [0.0]
+    judge = SilenceJudge(stale_after=60, clock=lambda: now[0])
+    with judge.round() as may_judge:
+        assert may_judge  # nothing happened yet
+    with pytest.raises(DatabaseUnavailable), judge.round():
+        raise DatabaseUnavailable("sweep", 61, ConnectionRefusedError("connection refused"))
+    with judge.round() as may_judge:
+        assert not may_judge  # the first round that reaches the database again: every heartbeat is stale
+    now[0] = 59.0
+    with judge.round() as may_judge:
+        assert not may_judge
+    now[0] = 60.0
+    with judge.round() as may_judge:
+        assert may_judge  # a minute since it answered again: a silent worker now is silent for its own reasons
+    with pytest.raises(ValueError), judge.round():
+        raise ValueError("a bug, not an outage")
+    with judge.round() as may_judge:
+        assert may_judge

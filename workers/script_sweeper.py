@@ -28,7 +28,7 @@ from core.models import ScriptJob, utc_now
 from core.settings import Settings
 from workers.celery_app import SCRIPTS_QUEUE
 from workers.periodic import Periodic
-from workers.sweeper import job_ids_in_broker
+from workers.sweeper import SilenceJudge, job_ids_in_broker
 
 logger = logging.getLogger(__name__)
 
@@ -119,17 +119,19 @@ class ScriptSweeper(Periodic):
         self.node_name: str | None = node_name  # cleared after the first round
         self.started_at = started_at
         self.client = redis.Redis.from_url(settings.redis_url)
+        self.silence = SilenceJudge(settings.stale_after_seconds)  # no judging of heartbeats right after an outage
 
     def _round(self) -> None:
         settings = self.settings
-        take_back_script_jobs(
-            self.database,
-            self.send,
-            max_deaths=settings.max_worker_deaths,
-            worker=self.node_name,
-            claimed_before=self.started_at,
-            stale_after=settings.stale_after_seconds,
-        )
+        with self.silence.round() as judge:
+            take_back_script_jobs(
+                self.database,
+                self.send,
+                max_deaths=settings.max_worker_deaths,
+                worker=self.node_name,
+                claimed_before=self.started_at,
+                stale_after=settings.stale_after_seconds if judge else None,
+            )
         self.node_name = None
         resend_lost_script_jobs(
             self.database, self.client, settings.redis_namespace, self.send, settings.stale_after_seconds

@@ -17,12 +17,13 @@ nothing to do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -159,12 +160,47 @@ def _holders(database: Database) -> set[str]:
         return {worker.rsplit(":", 1)[0] for worker in workers if worker}
 
 
-class Sweeper(Periodic):
-    """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs).
+class SilenceJudge:
+    """Whether a sweeper may judge heartbeats now. Not until `stale_after` seconds after the database answered again
+    following an outage that this sweeper saw (a round that met "not now"): the workers could not write their
+    heartbeats meanwhile either, and get the same time to catch up as always."""
 
-    After a round that could not reach the database, heartbeats are not judged until `stale_after_seconds` after it
-    answers again: the workers could not write theirs meanwhile, and are given the same time to catch up as always.
-    """
+    def __init__(self, stale_after: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stale_after = stale_after
+        self.clock = clock
+        self._away = False  # the last round met the database away
+        self._back_at: float | None = None  # when a round reached it again after an outage
+
+    def may_judge(self) -> bool:
+        if self._away:
+            return False
+        return self._back_at is None or self.clock() - self._back_at >= self.stale_after
+
+    def round_ended(self, error: BaseException | None) -> None:
+        """Note how a round went: `error` None when it completed."""
+        if error is not None:
+            if isinstance(error, DatabaseUnavailable) or is_transient(error):
+                self._away = True
+            return
+        if self._away:
+            self._away, self._back_at = False, self.clock()
+        elif self._back_at is not None and self.may_judge():
+            self._back_at = None
+
+    @contextlib.contextmanager
+    def round(self) -> Iterator[bool]:
+        """A round: yields whether it may judge heartbeats, and notes how it ended."""
+        try:
+            yield self.may_judge()
+        except BaseException as error:
+            self.round_ended(error)
+            raise
+        self.round_ended(None)
+
+
+class Sweeper(Periodic):
+    """Sweeps every `interval` seconds in a daemon thread, first right away (a restarted worker's own jobs); after a
+    database outage it judges heartbeats only once the workers had time to write theirs again (`SilenceJudge`)."""
 
     def __init__(self, settings: Settings, database: Database, celery: Celery, interval: float) -> None:
         super().__init__("voxcast-sweeper", interval, self._round)
@@ -172,7 +208,7 @@ class Sweeper(Periodic):
         self.database = database
         self.celery = celery
         self.client = redis.Redis.from_url(settings.redis_url)
-        self._database_back_at: float | None = None  # when the database answered again after an outage
+        self.silence = SilenceJudge(settings.stale_after_seconds)
 
     def keep_house(self) -> None:
         """Finish interrupted deletes, and remove what the retention policy no longer keeps."""
@@ -181,22 +217,8 @@ class Sweeper(Periodic):
         apply_retention(self.settings, self.database, data, utc_now())
 
     def _round(self) -> None:
-        now = time.monotonic()
-        back = self._database_back_at
-        judge = back is None or now - back >= self.settings.stale_after_seconds
         try:
-            sweep(self.settings, self.database, self.celery, self.client, judge_silence=judge)
-        except DatabaseUnavailable:
-            self._database_back_at = float("inf")  # until a round reaches it again
-            raise
-        except Exception as error:
-            if is_transient(error):
-                self._database_back_at = float("inf")
-            raise
-        else:
-            if back == float("inf"):
-                self._database_back_at = now
-            elif back is not None and judge:
-                self._database_back_at = None
+            with self.silence.round() as judge:
+                sweep(self.settings, self.database, self.celery, self.client, judge_silence=judge)
         finally:  # a sweep that failed must not hold the housekeeping back, nor a failed housekeeping the sweeps
             self.keep_house()
