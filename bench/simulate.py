@@ -482,6 +482,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.validation is not None and not args.validation.exists():
+        raise SystemExit(f"--validation {args.validation}: no such file (bench/gpu_costs.py --validate writes it)")
     started = time.perf_counter()
     costs = CostModel.from_file(args.costs)
     costs.batched_prefill = args.batched_prefill
