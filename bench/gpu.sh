@@ -36,7 +36,8 @@ seconds="${VOXCAST_BENCH_AUDIO_SECONDS:-20,20}"
 steps="${VOXCAST_BENCH_DIFFUSION_STEPS:-10}"
 budget="${VOXCAST_BENCH_BUDGET_S:-450}"
 read -r long_tokens long_frames long_beside <<<"${VOXCAST_BENCH_LONGFORM:-60000 600 63}"
-cost_batches="${VOXCAST_BENCH_COST_BATCHES:-1,4,16,64,128,256}"
+if [ "$device" = cuda ]; then default_batches=1,4,16,64,128,256; else default_batches=1,2; fi
+cost_batches="${VOXCAST_BENCH_COST_BATCHES:-$default_batches}"
 large="${VOXCAST_BENCH_LARGE-16}"  # VibeVoice-Large's requests at once; set empty: no Large run
 predicted_costs="${VOXCAST_BENCH_PREDICTED_COSTS:-../shared/device_costs/h200-vibevoice-1.5b-bf16-eager.json}"
 python="${PYTHON:-python3}"
