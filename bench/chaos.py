@@ -666,10 +666,11 @@ class Run:
                     if not entries or entries[-1][1:] != point[1:]:
                         entries.append(point)
                 self.jobs = readings
-                for script_id, state, error, finished_at in scripts:
-                    self.script_rows[script_id] = (state, error, finished_at)
-                    if state in FINAL and finished_at is not None:
-                        self.script_finished_seen[script_id].add(finished_at)
+                # replaced, not merged: a script job the api could not queue is deleted again ("nothing kept")
+                self.script_rows = {script_id: (state, error, ended) for script_id, state, error, ended in scripts}
+                for script_id, (state, _, ended) in self.script_rows.items():
+                    if state in FINAL and ended is not None:
+                        self.script_finished_seen[script_id].add(ended)
 
     # --- HTTP, recorded ----------------------------------------------------------------------------------------
 
