@@ -5,13 +5,19 @@ and a loop that stops completing rounds is named by `stalled_loops` (a worker's 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
-from core.db import DatabaseUnavailable
+from core.db import Database, DatabaseUnavailable
+from core.models import utc_now
+from core.settings import Settings
+from tests.waiting import wait_until
 from workers import periodic
+from workers.celery_app import create_celery_app
 from workers.periodic import Periodic, stalled_loops
-from workers.sweeper import SilenceJudge
+from workers.script_sweeper import ScriptSweeper
+from workers.sweeper import SilenceJudge, Sweeper
 
 WAIT = 30.0  # a bound on a stalled test, never a measure of speed
 
@@ -33,7 +39,7 @@ def test_a_loop_outlives_failed_rounds_and_retries_them_sooner(monkeypatch: pyte
     loop.start()
     try:
         assert succeeded.wait(WAIT)
-        assert loop.completed_at is not None and "test-loop" not in stalled_loops()
+        assert loop.round_completed_at is not None and "test-loop" not in stalled_loops()
     finally:
         loop.stop()
     assert len(rounds) == 3
@@ -77,3 +83,20 @@ def test_after_a_database_outage_heartbeats_are_judged_only_once_workers_had_tim
         raise ValueError("a bug, not an outage")
     with judge.round() as may_judge:
         assert may_judge
+
+
+def test_both_sweepers_complete_their_rounds(
+    database: Database, database_url: str, service_redis_url: str, tmp_path: Path
+) -> None:
+    """A round of each, on a real database and Redis, as a worker runs them: nothing raises (the scripts sweeper's
+    first round, with its start time, once died of an attribute its loop had overwritten)."""
+    settings = Settings(data_dir=tmp_path, database_url=database_url, redis_url=service_redis_url)
+    scripts = ScriptSweeper(settings, database, lambda script_id: None, "voxcast-scripts@test", utc_now())
+    scripts.start()
+    speech = Sweeper(settings, database, create_celery_app(settings), interval=3600)
+    speech.start()
+    try:
+        wait_until(lambda: scripts.round_completed_at and speech.round_completed_at, "a round of each sweeper", WAIT)
+    finally:
+        scripts.stop()
+        speech.stop()

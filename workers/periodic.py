@@ -33,14 +33,14 @@ class Periodic:
         self.interval = interval
         self.work = work
         self.stall_after = max(_STALL_ROUNDS * interval, _MIN_STALL_SECONDS)
-        self.completed_at: float | None = None  # monotonic time of the last completed round
-        self.started_at: float | None = None
+        self.round_completed_at: float | None = None  # monotonic time of the last completed round
+        self.loop_started_at: float | None = None
         self._failures = 0  # rounds failed in a row
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        self.started_at = time.monotonic()
+        self.loop_started_at = time.monotonic()
         _loops.add(self)
         self._thread.start()
 
@@ -52,19 +52,19 @@ class Periodic:
 
     def stalled(self, now: float) -> bool:
         """No round completed for `stall_after` seconds (since its start, before the first), or its thread is gone."""
-        if self.started_at is None or self._stop.is_set():
+        if self.loop_started_at is None or self._stop.is_set():
             return False
         if not self._thread.is_alive():
             return True
-        return now - (self.completed_at or self.started_at) > self.stall_after
+        return now - (self.round_completed_at or self.loop_started_at) > self.stall_after
 
     def _run(self) -> None:
         while True:
-            self._round()
+            self._run_round()
             if self._stop.wait(self._next_wait()):
                 return
 
-    def _round(self) -> None:
+    def _run_round(self) -> None:
         try:
             self.work()
         except BaseException:  # a blip, or anything else (SystemExit from a library too): this loop outlives it
@@ -79,7 +79,7 @@ class Periodic:
                 pass
             return
         self._failures = 0
-        self.completed_at = time.monotonic()
+        self.round_completed_at = time.monotonic()
 
     def _next_wait(self) -> float:
         """`interval` after a completed round; after failed ones, 1 s, 2 s, 4 s... up to `interval`."""
