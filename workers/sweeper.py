@@ -3,12 +3,14 @@
 The database is the record of every job; Redis only carries messages. Two things can lose a job's message:
 - a worker dies mid-job (kill -9, OOM, power). Its message stays unacknowledged in Redis until the
   visibility timeout, which is longer than the longest job; the job's heartbeat, though, stops at once.
-  A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued, and counts a worker
-  death: at `max_worker_deaths` it is failed instead (a job that crashes every worker must not do so forever).
+  A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued: handed back when its process
+  still lives (announced in Redis, or alive on this host), else counting a worker death: at `max_worker_deaths` it
+  is failed instead (a job that crashes every worker must not do so forever).
 - Redis restarts without its data (or a send failed while it was down). A queued job older than
   `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
-A re-enqueue can duplicate a message that was not lost after all; that is harmless, since the task only
-runs a job it can claim (see `core.job_repository`).
+A delivery nobody will acknowledge (its worker died and its job was taken back, or its job has ended) is forgotten
+at once, so Redis does not deliver it again hours later for nothing. A re-enqueue can duplicate a message that was
+not lost after all; that is harmless, since the task only runs a job it can claim (see `core.job_repository`).
 
 It also keeps house: it finishes any job delete that a crash interrupted (`core.job_deletion.empty_trash`) and
 applies the retention policy (`core.retention`), every round: both are a few indexed queries when there is
@@ -23,7 +25,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
@@ -35,8 +37,8 @@ from sqlalchemy import select
 from core.db import Database, DatabaseUnavailable, is_transient
 from core.job_deletion import empty_trash
 from core.job_repository import AbandonedJob, mark_resent, release_abandoned_jobs
-from core.job_states import QUEUE_KINDS, JobState, QueueKind
-from core.models import Job, utc_now
+from core.job_states import FINAL_STATES, QUEUE_KINDS, JobState, QueueKind
+from core.models import Job, ScriptJob, utc_now
 from core.retention import apply_retention
 from core.settings import Settings
 from core.storage import DataFolder
@@ -66,6 +68,39 @@ def job_ids_in_broker(
 
 def _task_id(message: dict) -> str:
     return str(message.get("headers", {}).get("id", ""))
+
+
+def unacked_deliveries(client: redis.Redis, namespace: str) -> dict[bytes, str]:
+    """Every delivered, unacknowledged message Redis holds (kombu's `unacked` hash): its delivery tag and job id."""
+    prefix = broker_key_prefix(namespace)
+    return {tag: _task_id(json.loads(value)[0]) for tag, value in client.hscan_iter(prefix + "unacked")}
+
+
+def drop_deliveries(client: redis.Redis, namespace: str, tags: Collection[bytes]) -> None:
+    """Forget these unacknowledged deliveries: their worker died, or their job has ended, so nobody will acknowledge
+    them, and Redis would deliver them again only after the visibility timeout (hours), for nothing."""
+    if not tags:
+        return
+    prefix = broker_key_prefix(namespace)
+    with client.pipeline() as pipeline:
+        pipeline.hdel(prefix + "unacked", *tags)
+        pipeline.zrem(prefix + "unacked_index", *tags)
+        pipeline.execute()
+
+
+def drop_ended_deliveries(client: redis.Redis, namespace: str, database: Database) -> list[str]:
+    """Forget the unacknowledged deliveries of jobs and script jobs that have ended; their ids."""
+    deliveries = unacked_deliveries(client, namespace)
+    if not deliveries:
+        return []
+    ids = set(deliveries.values())
+    with database.reading() as session:
+        ended = set(session.scalars(select(Job.id).where(Job.id.in_(ids), Job.state.in_(FINAL_STATES))))
+        ended |= set(
+            session.scalars(select(ScriptJob.id).where(ScriptJob.id.in_(ids), ScriptJob.state.in_(FINAL_STATES)))
+        )
+    drop_deliveries(client, namespace, [tag for tag, job_id in deliveries.items() if job_id in ended])
+    return sorted(ended)
 
 
 def send_back(
@@ -134,7 +169,18 @@ def sweep(
             max_worker_deaths=settings.max_worker_deaths,
             living=living,
         )
+        taken_back = {job.id for job in abandoned}  # their old deliveries go before their new messages are sent
+        drop_deliveries(
+            client,
+            settings.redis_namespace,
+            [
+                tag
+                for tag, job_id in unacked_deliveries(client, settings.redis_namespace).items()
+                if job_id in taken_back
+            ],
+        )
         resent = send_back(settings, database, celery, abandoned, "worker went silent")
+    drop_ended_deliveries(client, settings.redis_namespace, database)
     cutoff = utc_now() - timedelta(seconds=settings.stale_after_seconds)
     with database.session() as session:
         waiting = session.execute(
