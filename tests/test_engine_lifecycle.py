@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from models.segment_io import PromptInputs
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.kv_blocks import NULL_BLOCK, CacheSpan
-from pipeline.engine.requests import FINAL_EVENTS, EventKind, GenerationRequest
+from pipeline.engine.requests import FINAL_EVENTS, EventKind, GenerationRequest, RequestStatus
 from pipeline.engine.simulated_device import CostModel, SimulatedRunner, VirtualClock
 from pipeline.engine.step_records import (
     FastPath,
@@ -398,3 +398,22 @@ def test_no_block_is_ever_shared_under_pressure(make_runner: type[FakeRunner], b
     engine.run_until_idle()
     assert engine.preemptions > 0
     assert all(final(events_of(handle)).kind is EventKind.FINISHED for handle in handles)
+
+
+def test_a_requests_status_says_where_it_stands(make_runner: type[FakeRunner]) -> None:
+    runner = make_runner(rows=1, num_blocks=64)
+    engine = engine_with(runner, EngineConfig(slots=1, prefill_chunk=16))
+    batch = engine.submit(request(frames=30, priority=5))
+    engine.step()
+    state = engine.active[batch.request_id]
+    assert state.status is RequestStatus.RUNNING
+    queued = engine.submit(request(frames=3))
+    assert engine.waiting[queued.request_id].status is RequestStatus.WAITING
+    queued_state = engine.waiting[queued.request_id]
+    queued.cancel()
+    speech = engine.submit(request(frames=3, interactive=True, priority=9))
+    engine.step()  # the speech request takes the only row: the batch request gives it back
+    assert (state.status, queued_state.status) == (RequestStatus.PREEMPTED, RequestStatus.CANCELLED)
+    speech_state = engine.active[speech.request_id]
+    engine.run_until_idle()
+    assert (state.status, speech_state.status) == (RequestStatus.FINISHED, RequestStatus.FINISHED)

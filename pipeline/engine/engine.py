@@ -39,6 +39,7 @@ from pipeline.engine.requests import (
     Replay,
     RequestHandle,
     RequestState,
+    RequestStatus,
 )
 from pipeline.engine.scheduler import (
     INTERACTIVE_SLOWDOWN,
@@ -363,7 +364,8 @@ class Engine:
 
     def _steps_left(self, state: RequestState) -> int:
         """Steps a request needs at most to finish: its prompt's chunks, then a token a step."""
-        prompt = state.prefill_length - state.prefilled if state.row is not None else state.request.prompt.length
+        running = state.status is RequestStatus.RUNNING
+        prompt = state.prefill_length - state.prefilled if running else state.request.prompt.length
         return -(-prompt // self.budget.prefill_chunk) + max(0, state.request.max_new_tokens - len(state.tokens))
 
     def on_step(self, listener: StepListener) -> None:
@@ -420,6 +422,7 @@ class Engine:
             self.waiting.clear()
         self.active.clear()
         for state in states:
+            state.status = RequestStatus.FAILED
             state.handle.deliver(EngineEvent(state.request_id, EventKind.FAILED, frames=state.frames, reason=reason))
 
     def step(self) -> bool:
@@ -434,7 +437,7 @@ class Engine:
         decode = [self.active[request_id] for request_id in plan.decode]
         if decode and not self.runner.overlaps({state.request.diffusion_steps for state in decode}):
             self._record_all(self.runner.flush())  # an eager step starts from every outcome read back
-            decode = [state for state in decode if state.request_id in self.active]
+            decode = [state for state in decode if state.status is RequestStatus.RUNNING]
         prefill = [(self.active[request_id], tokens) for request_id, tokens in plan.prefill]
         prefill, decode = self._reserve(prefill, decode)
         if not prefill and not decode:
@@ -566,6 +569,7 @@ class Engine:
         state.prefilled = 0
         state.replayed = bool(state.tokens)
         self.active[state.request_id] = state
+        state.status = RequestStatus.RUNNING
         replay = Replay(tuple(state.tokens), torch.stack(state.latents)) if state.tokens else None
         if replay is not None and not state.latents:
             replay = Replay(replay.tokens, torch.zeros(0, self.spec.latent_dim))
@@ -589,6 +593,7 @@ class Engine:
     def _preempt(self, state: RequestState, why: str) -> None:
         """Take the request's row and blocks back; it waits again and will replay what it made, losing nothing."""
         self.active.pop(state.request_id)
+        state.status = RequestStatus.PREEMPTED
         self.runner.finish_request(state.request_id, state.row)
         self._release(state)
         state.preemptions += 1
@@ -616,7 +621,7 @@ class Engine:
         needs = [(state, state.positive.length + tokens, None) for state, tokens in prefill]
         needs += [(state, state.positive.length + 1, 1 + (state.request_id in unread)) for state in decode]
         for state, positive, negative in needs:
-            while state.request_id in self.active:
+            while state.status is RequestStatus.RUNNING:
                 try:
                     state.positive.grow(self.pool, positive)
                     state.negative.grow(self.pool, state.negative.length + (1 if negative is None else negative))
@@ -625,8 +630,8 @@ class Engine:
                     victim = choose_victim([self._view(s) for s in self.active.values()])
                     self._preempt(self.active[victim], "the K/V pool ran dry")
         return (
-            [(state, tokens) for state, tokens in prefill if state.request_id in self.active],
-            [state for state in decode if state.request_id in self.active],
+            [(state, tokens) for state, tokens in prefill if state.status is RequestStatus.RUNNING],
+            [state for state in decode if state.status is RequestStatus.RUNNING],
         )
 
     # --- a step ---------------------------------------------------------------------------------------------
@@ -684,7 +689,7 @@ class Engine:
             state.noise_queue.extend(self._draw_pairs(state.generator, self._noise_block))
         return state.noise_queue[index]
 
-    def _draw_pairs(self, generator: torch.Generator, count: int) -> tuple[torch.Tensor, ...]:
+    def _draw_pairs(self, generator: torch.Generator | None, count: int) -> tuple[torch.Tensor, ...]:
         """The first of each of `count` CFG noise pairs, drawn as `count` draws of one pair would draw them.
 
         One draw of many pairs is the same numbers when a pair's values fill whole 16-value blocks (the CPU
@@ -733,8 +738,10 @@ class Engine:
             self._finish(state, EventKind.FINISHED, "length")
 
     def _finish(self, state: RequestState, kind: EventKind, reason: str) -> None:
-        if self.active.pop(state.request_id, None) is None:
+        if state.status is not RequestStatus.RUNNING:
             return
+        del self.active[state.request_id]
+        state.status = RequestStatus(kind.value)
         if state.row is not None:
             self.runner.finish_request(state.request_id, state.row)
         self._release(state)
@@ -745,6 +752,7 @@ class Engine:
             cancelled, self.cancelled = self.cancelled, set()
             queued = [self.waiting.pop(request_id) for request_id in cancelled if request_id in self.waiting]
         for state in queued:
+            state.status = RequestStatus.CANCELLED
             state.handle.deliver(
                 EngineEvent(state.request_id, EventKind.CANCELLED, frames=state.frames, reason="cancelled while queued")
             )
@@ -773,7 +781,8 @@ class Engine:
                 self._step_alone(state)
             except STEP_ERRORS as error:
                 logger.error("request failed on its own", extra={"request_id": state.request_id, "error": str(error)})
-                self.active.setdefault(state.request_id, state)
+                self.active.setdefault(state.request_id, state)  # it may have failed before `_start` took it
+                state.status = RequestStatus.RUNNING
                 self._finish(state, EventKind.FAILED, f"generation failed: {error}")
                 failed += 1
         if failed == 0 and batch > 1:
@@ -785,7 +794,7 @@ class Engine:
     def _step_alone(self, state: RequestState) -> None:
         """Step `state` by itself through its prefill until it chooses a token (or finishes)."""
         tokens = len(state.tokens)
-        while state.request_id in self.active and len(state.tokens) == tokens:
+        while state.status is RequestStatus.RUNNING and len(state.tokens) == tokens:
             plan = self.policy.plan([self._view(state)], self.budget)
             prefill = [(state, count) for _, count in plan.prefill]
             decode = [state] * len(plan.decode)

@@ -37,6 +37,18 @@ class EventKind(enum.Enum):
 FINAL_EVENTS = frozenset({EventKind.FINISHED, EventKind.CANCELLED, EventKind.FAILED})
 
 
+class RequestStatus(enum.Enum):
+    """Where a request stands in the engine (after vLLM's `RequestStatus`): one field, changed where the engine
+    admits, preempts, finishes, cancels or fails it, and asked instead of which collection holds the request."""
+
+    WAITING = "waiting"  # queued, never admitted yet
+    RUNNING = "running"  # holds a row and K/V blocks
+    PREEMPTED = "preempted"  # gave them back; waits to replay what it made
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
 @dataclass(frozen=True)
 class EngineEvent:
     request_id: int
@@ -128,6 +140,7 @@ class RequestState:
 
     request: GenerationRequest
     handle: RequestHandle
+    status: RequestStatus = RequestStatus.WAITING
     tokens: list[int] = field(default_factory=list)
     latents: list[torch.Tensor] = field(default_factory=list)
     row: int | None = None  # while admitted
