@@ -108,31 +108,32 @@ def build_studio(context: StudioContext) -> gr.Blocks:
             history.problem, *admin.listing, *forget_jobs(screens),
         ]  # fmt: skip
         connect_inputs = [key, cast.pending_voices, *voice_pickers(cast)]
-        # another key: the jobs followed for the one before stop, and what they showed goes
+
+        async def follow_again(api_key: str | None, job_id: str | None) -> dict[Any, Any]:
+            return await follow_kept_job(kept, screens, context, api_key, job_id)
+
+        follow_again_outputs = [
+            kept.job, generate.sent, generate.job, generate.progress, generate.segments, generate.cancel,
+            *listen_components(finish),
+        ]  # fmt: skip
+        # another key: the jobs followed for the one before stop, and what they showed goes; the job the page followed
+        # before a reload is followed again once a key that sees it is typed
         key.submit(
             connect_key,
             inputs=connect_inputs,
             outputs=connect_outputs,
             show_progress="hidden",
             cancels=[generating, following],
-        )
+        ).then(follow_again, inputs=[key, kept.job], outputs=follow_again_outputs, show_progress="hidden")
 
         def restore(stored_drafts: object, stored_key: object) -> dict[Any, Any]:
             return restore_work(kept, key, write, cast, generate, stored_drafts, stored_key)
-
-        async def follow_again(api_key: str | None, job_id: str | None) -> dict[Any, Any]:
-            return await follow_kept_job(screens, context, api_key, job_id)
 
         restored = studio.load(
             restore, inputs=[kept.drafts, kept.key_store], outputs=restore_outputs(kept, key, write, cast, generate)
         )
         connected = restored.then(connect_key, inputs=connect_inputs, outputs=connect_outputs, show_progress="hidden")
-        connected.then(
-            follow_again,
-            inputs=[key, kept.job],
-            outputs=[generate.sent, generate.job, generate.progress, *listen_components(finish)],
-            show_progress="hidden",
-        )
+        connected.then(follow_again, inputs=[key, kept.job], outputs=follow_again_outputs, show_progress="hidden")
 
         async def forget_page(request: gr.Request) -> None:
             """A closed page plays no more: the live parts it kept go (`LiveFolders`)."""
@@ -162,7 +163,7 @@ async def _connect(
     except StudioApiError as error:
         message = error.message
         if error.status == 401 and api.key is None:
-            message = "enter your API key (an admin creates one with `voxcast keys create`)"
+            message = "enter your API key (an admin creates one with “voxcast keys create”)"
         return cleared | {connection: field_error(message)}
     if api.key is None:
         status = "Single-user install: no key needed."
@@ -199,6 +200,9 @@ def mount_studio(app: FastAPI, api_url: str, *, max_upload_bytes: int | None = N
         theme=gr.themes.Default(primary_hue="indigo"),
         css=STUDIO_CSS,
         head=PAGE_HEAD,
+        # Gradio's status line for screen readers says "common.complete" when an event ends: its English texts lack
+        # that key (issue 38 saw it flash in the page)
+        i18n=gr.I18n(en={"common.complete": "Done"}),
     )
 
 

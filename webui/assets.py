@@ -128,19 +128,54 @@ VENDOR_FOLDER = "vendor"
 VENDOR_DIR = Path(__file__).parent / VENDOR_FOLDER
 
 # What holds on every screen, in the page's <head>:
-# - one sound at a time: whatever starts playing (a live part, the episode, a take, a voice preview) pauses every
-#   other audio or video element, shown or hidden;
+# - one sound at a time: whatever starts playing (a live part, the episode, a take, a voice preview, a recording in
+#   Gradio's waveform player) pauses every other audio or video element, shown or hidden. Gradio's waveform player
+#   (wavesurfer.js) plays an <audio> in a shadow root, which the document's queries do not find and whose events do
+#   not reach the document: every element's play() is therefore seen where it is called, and the elements that
+#   played are remembered.
+#   `window.voxcastCurrent` is the one that started last, or the episode that took over from the live parts
+#   (EPISODE_PLAYER_JS): the live player moves on to the next part only while its own part is the current one;
+# - the screen (tab) the producer is on is kept in the address (#write, #listen…), so a reload lands there;
 # - an error that appears out of sight (a refused Generate sends the page to Cast, whose rows run below the fold)
 #   is brought into view.
 PAGE_HEAD = """
 <script>
-document.addEventListener('play', (event) => {
-  const playing = event.target;
-  if (!(playing instanceof HTMLMediaElement)) return;
-  document.querySelectorAll('audio, video').forEach((other) => {
+const vxPlayed = new Set();
+const vxPlaying = (playing) => {
+  window.voxcastCurrent = playing;
+  vxPlayed.add(playing);
+  new Set([...document.querySelectorAll('audio, video'), ...vxPlayed]).forEach((other) => {
     if (other !== playing && !other.paused) other.pause();
   });
+};
+document.addEventListener('play', (event) => {
+  if (event.target instanceof HTMLMediaElement) vxPlaying(event.target);
 }, true);
+const vxPlay = HTMLMediaElement.prototype.play;
+HTMLMediaElement.prototype.play = function (...args) {
+  if (this.getRootNode() !== document && !vxPlayed.has(this)) this.addEventListener('play', () => vxPlaying(this));
+  vxPlaying(this);
+  return vxPlay.apply(this, args);
+};
+const vxScreens = {write: 'write', cast: 'cast', generate: 'generate', listen: 'finish', history: 'history',
+                   shows: 'shows', admin: 'admin'};  // the address's name of each screen: its tab's id
+const vxScreenTab = (name) => document.querySelector(`[role="tab"][data-tab-id="${vxScreens[name]}"]`);
+new MutationObserver(() => {
+  const name = Object.keys(vxScreens).find((screen) => vxScreenTab(screen)?.getAttribute('aria-selected') === 'true');
+  if (name && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+}).observe(document.documentElement, {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
+// After a reload, the screen in the address opens once its tab is drawn and the key has been tried (Admin's tab is
+// drawn only for an admin key).
+const vxWanted = location.hash.slice(1);
+if (vxWanted in vxScreens && vxWanted !== 'write') {
+  const opener = new MutationObserver(() => {
+    if (!document.querySelector('#connection p')) return;
+    opener.disconnect();
+    const tab = vxScreenTab(vxWanted);
+    if (tab && tab.getAttribute('aria-selected') !== 'true') tab.click();
+  });
+  opener.observe(document.documentElement, {subtree: true, childList: true, attributes: true});
+}
 let vxErrorsSeen = new Set();
 new MutationObserver(() => requestAnimationFrame(() => {
   const shown = [...document.querySelectorAll('.vx-field-error')].filter((error) => error.offsetParent !== null);
@@ -220,15 +255,21 @@ const drawWaveform = async () => {
 };
 // An episode shown: a live part still playing stops (it is hidden on Generate now) and the episode carries on about
 // where the listener was (`window.voxcastHeard`, kept by the live player); a regenerated turn plays from its start.
+// The live player counts as listening too between two parts (the part heard last ended, the next not yet come): the
+// episode is the current player from now on (`window.voxcastCurrent`, PAGE_HEAD), so no later part plays by itself.
 // Called when the screen is first drawn too: Gradio draws a tab's components only once the tab is opened.
 const takeOver = () => {
   const audio = element.querySelector('.vx-episode-audio');
   if (!audio) return;
-  const live = [...document.querySelectorAll('.vx-segment audio')].find((part) => !part.paused);
-  if (live) live.pause();
+  const parts = [...document.querySelectorAll('.vx-segment audio')];
+  const current = window.voxcastCurrent;
+  const live = current instanceof HTMLMediaElement && parts.some((part) => part.src === current.src)
+    && (!current.paused || current.ended);
+  parts.forEach((part) => part.pause());
   const focus = element.querySelector('.vx-cue[data-focus]');
   const from = focus ? Number(focus.dataset.start) : live ? window.voxcastHeard || 0 : null;
   if (from === null) return;
+  window.voxcastCurrent = audio;
   audio.addEventListener('loadedmetadata', () => playFrom(from), {once: true});
   audio.load();
 };
@@ -276,7 +317,10 @@ element.addEventListener('timeupdate', (event) => {
   heardAt = [Number(item.dataset.index), event.target.currentTime, event.target.src];
   showHeard();
 }, true);
+// Only while the part that ended is still the page's current player (`window.voxcastCurrent`, PAGE_HEAD): once
+// anything else played since, or the episode took over, the live parts stay quiet.
 const playAfter = (index, src) => {
+  if (window.voxcastCurrent?.src !== src) { waitingAfter = null; return; }
   const next = partAt(index + 1);
   if (next) { waitingAfter = null; next.play().catch(() => {}); } else { waitingAfter = [index, src]; }
 };

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from api.schemas import JobStreamEvent, JobView, SegmentReady
 from core.job_events import AudioEvent, ProgressEvent
-from core.job_states import FINAL_STATES
+from core.job_states import FINAL_STATES, JobState
 from core.progress_estimate import past_estimate, shown_share
 from webui.api_client import StudioApi, StudioApiError
 from webui.files import StudioFiles
@@ -111,7 +111,7 @@ async def follow_job(
         if listen:
             for index, path in await _stored_segments(api, files, job):
                 live.add_stored(index, path)
-        workers = (await api.health()).workers if job.state == "queued" else None
+        workers = (await api.health()).workers if job.state == JobState.QUEUED else None
         snapshot = JobSnapshot(job, ProgressFigures.of_job(job), tuple(live.parts), live.segments_stored, workers)
         yield snapshot
         last_progress = 0.0
@@ -119,7 +119,7 @@ async def follow_job(
             try:
                 item = await asyncio.wait_for(events.get(), _QUEUED_POLL_SECONDS)
             except TimeoutError:
-                if snapshot.job.state == "queued":
+                if snapshot.job.state == JobState.QUEUED:
                     queued = replace(snapshot, job=await api.job(job_id), workers=(await api.health()).workers)
                     if queued != snapshot:
                         snapshot = queued
@@ -143,8 +143,8 @@ async def follow_job(
                 yield snapshot
             elif isinstance(item, ProgressEvent):
                 snapshot = replace(snapshot, progress=snapshot.progress.with_event(item))
-                if snapshot.job.state == "queued":
-                    snapshot = replace(snapshot, job=snapshot.job.model_copy(update={"state": "running"}))
+                if snapshot.job.state == JobState.QUEUED:
+                    snapshot = replace(snapshot, job=snapshot.job.model_copy(update={"state": JobState.RUNNING}))
                 if time.monotonic() - last_progress >= _PROGRESS_INTERVAL_SECONDS:
                     last_progress = time.monotonic()
                     yield snapshot
@@ -175,7 +175,7 @@ async def _after_stream_ended(api: StudioApi, snapshot: JobSnapshot) -> JobSnaps
 
 async def _stored_segments(api: StudioApi, files: StudioFiles, job: JobView) -> tuple[tuple[int, Path], ...]:
     """Segments a running job finished before we started following it (a reopened or resumed job)."""
-    if job.state != "running" or job.progress.segments_done == 0:
+    if job.state != JobState.RUNNING or job.progress.segments_done == 0:
         return ()
     found = []
     for index in range(job.progress.segments_total):

@@ -16,6 +16,7 @@ from typing import Any
 from api.schemas import JobView, QueueDepth, RegenerationPlan, ScriptView, UsageView, VoiceView, WorkerList
 from core.audio_rates import FRAMES_PER_SECOND
 from core.byte_sizes import byte_size, megabytes
+from core.job_states import JobState
 from script_text.parser import Pause, ScriptWarning, Speaker, Turn
 from script_text.plan import estimate_seconds
 from webui.follow import JobSnapshot, ProgressFigures
@@ -29,11 +30,11 @@ SPEAKER_COLOURS = ("#2563eb", "#db2777", "#059669", "#d97706")
 _PREVIEW_TURNS = 400  # a 90-minute script has ~1,000 turns; the rest are counted, not drawn
 _SOURCE_CONTEXT_LINES = 2
 _STATE_LABELS = {
-    "queued": "Queued",
-    "running": "Generating",
-    "done": "Done",
-    "failed": "Failed",
-    "cancelled": "Cancelled",
+    JobState.QUEUED: "Queued",
+    JobState.RUNNING: "Generating",
+    JobState.DONE: "Done",
+    JobState.FAILED: "Failed",
+    JobState.CANCELLED: "Cancelled",
     "deleted": "Deleted",  # not a state of the api's: a job the page showed, deleted since (`deleted_job_html`)
 }
 
@@ -260,8 +261,8 @@ def voice_preview_html(url: str, name: str, take: str) -> str:
 
 
 NO_WORKER = (
-    "No worker is running, so nothing takes this job yet: start one (`voxcast serve` runs one beside the api, "
-    "`voxcast serve --only worker` one on its own), or ask the admin, who sees the workers on the Admin screen. "
+    "No worker is running, so nothing takes this job yet: start one (“voxcast serve” runs one beside the api, "
+    "“voxcast serve --only worker” one on its own), or ask the admin, who sees the workers on the Admin screen. "
     "The job stays queued and starts as soon as a worker is up."
 )
 
@@ -279,16 +280,16 @@ def job_progress_html(snapshot: JobSnapshot) -> str:
         f'<p class="vx-job-head">{state_badge(job.state)} <b>{_e(job.title or "Untitled episode")}</b> '
         f'<code class="vx-id">{_e(job.id[:8])}</code></p>'
     )
-    if job.state == "queued":
+    if job.state == JobState.QUEUED:
         where = f"number {job.position} in the {job.queue} queue" if job.position else f"in the {job.queue} queue"
         body = f'<p class="vx-queue-position">Waiting: {where}.</p>'
         if snapshot.workers == 0:
             body += field_error(NO_WORKER)
     else:
         body = _progress_bar(progress, job.state, snapshot.segments_stored)
-    if job.state == "failed":
+    if job.state == JobState.FAILED:
         body += field_error(job.error or "the job failed")
-    if job.state == "cancelled":
+    if job.state == JobState.CANCELLED:
         body += f'<p class="vx-meta">{_e(CANCELLED_JOB)}</p>'
     return head + body + "</div>"
 
@@ -306,9 +307,9 @@ def deleted_job_html(title: str | None, job_id: str) -> str:
 def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) -> str:
     """The bar and its figures, by `core.progress_estimate`'s rules: 100% only when done, no ETA before a steady
     speed, and past the plan's estimate the audio made so far and "finishing" instead of a share of a passed figure."""
-    done = state == "done"
+    done = state == JobState.DONE
     percent = progress.percent(done=done)
-    finishing = state == "running" and progress.past_estimate
+    finishing = state == JobState.RUNNING and progress.past_estimate
     if finishing:
         audio = (
             f"{clock(progress.audio_seconds_done)} of audio so far (about {clock(progress.audio_seconds_planned)} "
@@ -323,7 +324,7 @@ def _progress_bar(progress: ProgressFigures, state: str, segments_ready: int) ->
         figures.append(f"{max(segments_ready, progress.segments_done)} of {progress.segments_total} segments ready")
     if finishing:
         figures.append('<span class="vx-eta">finishing</span>')
-    elif state == "running" and progress.eta_seconds is not None:
+    elif state == JobState.RUNNING and progress.eta_seconds is not None:
         figures.append(f'<span class="vx-eta">about {clock(progress.eta_seconds)} left</span>')
     value = "" if finishing else f' aria-valuenow="{percent}"'  # an indeterminate bar while finishing
     return (
@@ -336,9 +337,9 @@ def cancel_notice(job: JobView) -> str:
     """What a cancel did: a queued job is cancelled at once; a running one stops within a step (the api's answer still
     says running, which read alone looks like the cancel failed)."""
     name = f"“{job.title or 'Untitled'}” ({job.id[:8]})"
-    if job.state == "cancelled":
+    if job.state == JobState.CANCELLED:
         return f"{name} is cancelled."
-    if job.cancel_requested and job.state == "running":
+    if job.cancel_requested and job.state == JobState.RUNNING:
         return f"Cancelling {name}: it stops within a step."
     return f"{name} is {job.state}."
 
@@ -463,7 +464,7 @@ HISTORY_COLUMNS = ["Title", "State", "Progress", "Audio", "Created", "Id"]
 def history_rows(jobs: Sequence[JobView]) -> list[list[str]]:
     """The History table's rows (plain text: a row is clicked to open its job), in the order of `jobs`."""
     return [
-        [job.title or "Untitled", _STATE_LABELS.get(job.state, job.state), f"{_percent(job)}%", _length(job),
+        [job.title or "Untitled", _STATE_LABELS.get(job.state, job.state), progress_text(job), _length(job),
          _when(job.created_at), job.id[:8]]
         for job in jobs
     ]  # fmt: skip
@@ -474,7 +475,7 @@ def admin_jobs_table_html(jobs: Sequence[JobView]) -> str:
         return '<p class="vx-empty">No jobs yet.</p>'
     rows = [
         f'<tr data-job="{_e(job.id)}" data-state="{_e(job.state)}"><td>{_e(job.title or "Untitled")}</td>'
-        f"<td>{state_badge(job.state)}</td><td>{_percent(job)}%</td><td>{_length(job)}</td>"
+        f"<td>{state_badge(job.state)}</td><td>{progress_text(job)}</td><td>{_length(job)}</td>"
         f"<td>{_e(job.owner_name)}</td><td>{_e(job.queue)}</td><td>{job.priority}</td>"
         f"<td>{_when(job.created_at)}</td><td><code>{_e(job.id[:8])}</code></td></tr>"
         for job in jobs
@@ -486,8 +487,16 @@ def admin_jobs_table_html(jobs: Sequence[JobView]) -> str:
     )
 
 
-def _percent(job: JobView) -> int:
-    return ProgressFigures.of_job(job).percent(done=job.state == "done")
+def progress_text(job: JobView) -> str:
+    """A job's progress in a table, in the words Generate's panel uses (`_progress_bar`): "finishing" once past the
+    plan's estimate rather than a share stuck at 99%, and "waiting" for a queued job, whose frames (one handed back at
+    a stop keeps them) are not being made now."""
+    figures = ProgressFigures.of_job(job)
+    if job.state == JobState.QUEUED:
+        return "waiting"
+    if job.state == JobState.RUNNING and figures.past_estimate:
+        return "finishing"
+    return f"{figures.percent(done=job.state == JobState.DONE)}%"
 
 
 def _length(job: JobView) -> str:

@@ -5,6 +5,7 @@ admin routes, and every action goes to those routes, so the api, not the page, d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import gradio as gr
 
 from api.schemas import JobView
+from core.job_states import JobState
 from webui.api_client import StudioApi, StudioApiError
+from webui.buttons import button_shown
 from webui.context import StudioContext
 from webui.metrics_summary import summarize
 from webui.render import (
@@ -29,7 +32,7 @@ from webui.render import (
 from webui.views.screens import as_listed, cancel_button, in_flight_ids
 
 REFRESH_SECONDS = 5.0
-RETRYABLE = ("failed", "cancelled")  # what the api's retry takes
+RETRYABLE = (JobState.FAILED, JobState.CANCELLED)  # what the api's retry takes
 
 STATE_FILTERS = [("All states", ""), ("Queued", "queued"), ("Running", "running"), ("Done", "done"),
                  ("Failed", "failed"), ("Cancelled", "cancelled")]  # fmt: skip
@@ -65,7 +68,9 @@ class AdminView:
 
 def build_admin(tab: gr.Tab) -> AdminView:
     with gr.Row(equal_height=False):
-        state = gr.Dropdown(STATE_FILTERS, value="", label="Show", scale=2, min_width=160, elem_id="admin-state")
+        state = gr.Dropdown(
+            STATE_FILTERS, value="", label="Filter by state", scale=2, min_width=160, elem_id="admin-state"
+        )
         refresh = gr.Button("Refresh", size="sm", scale=1, min_width=80, elem_id="admin-refresh")
     with gr.Row(equal_height=False):
         job = gr.Dropdown(choices=[], value=None, label="Job", scale=3, min_width=220, elem_id="admin-job")
@@ -163,12 +168,12 @@ def wire_admin(view: AdminView, context: StudioContext, key: gr.Textbox) -> None
     view.retry.click(retry, inputs=inputs, outputs=view.listing)
     view.set_priority.click(prioritise, inputs=inputs, outputs=view.listing)
     for change in (view.job.change, view.in_flight.change):
-        change(cancel_button, inputs=[view.job, view.in_flight], outputs=view.cancel)
+        change(functools.partial(cancel_button, view.cancel), inputs=[view.job, view.in_flight], outputs=view.cancel)
 
     def picked(job_id: str | None, listed: dict[str, list[Any]]) -> dict[Any, Any]:
         """Retry only for a job it can queue again; the slider at the picked job's own priority."""
         state, priority = listed.get(job_id or "", (None, None))
-        updates: dict[Any, Any] = {view.retry: gr.Button(visible=state in RETRYABLE)}
+        updates: dict[Any, Any] = {view.retry: button_shown(view.retry, state in RETRYABLE)}
         if priority is not None:
             updates[view.priority] = priority
         return updates

@@ -18,6 +18,7 @@ import gradio as gr
 from api.schemas import ScriptView
 from core.job_states import FINAL_STATES
 from webui.api_client import StudioApi, StudioApiError
+from webui.buttons import button_hidden, button_shown
 from webui.context import StudioContext
 from webui.render import field_error, question, script_job_html
 from webui.views.write import WriteView
@@ -149,12 +150,12 @@ def wire_drafting(view: DraftingView, write: WriteView, context: StudioContext, 
 
     async def cancel(api_key: str | None, script_id: str | None) -> dict[Any, Any]:
         if not script_id:
-            return {view.cancel: gr.Button(visible=False)}
+            return {view.cancel: button_hidden(view.cancel)}
         try:
             await context.api(api_key).cancel_script(script_id)
         except StudioApiError as error:
             return {view.status: field_error(error.message)}
-        return {view.cancel: gr.Button(visible=False)}  # the followed events show "Cancelled."
+        return {view.cancel: button_hidden(view.cancel)}  # the followed events show "Cancelled."
 
     view.cancel.click(cancel, inputs=[key, view.script_id], outputs=[view.status, view.cancel])
 
@@ -192,7 +193,7 @@ async def _run(
         view.cleanup_problem: "",
         view.confirm: gr.Row(visible=False),
         view.result: gr.Textbox(visible=False, value=""),
-        view.load: gr.Button(visible=False),
+        view.load: button_hidden(view.load),
     }
     try:
         script = await api.submit_script(body)
@@ -202,7 +203,7 @@ async def _run(
         elsewhere = [problem.message for problem in error.problems if problem.field not in text_fields]
         yield cleared | {
             view.status: "",
-            view.cancel: gr.Button(visible=False),
+            view.cancel: button_hidden(view.cancel),
             text_problem: field_error("; ".join(beside_text)),
             form_problem: field_error("; ".join(elsewhere) or (None if beside_text else error.message)),
         }
@@ -213,7 +214,7 @@ async def _run(
             script = event if isinstance(event, ScriptView) else await api.script(script.id)
             yield _shown(view, script)
     except StudioApiError as error:
-        yield {view.status: field_error(error.message), view.cancel: gr.Button(visible=False)}
+        yield {view.status: field_error(error.message), view.cancel: button_hidden(view.cancel)}
 
 
 def _shown(view: DraftingView, script: ScriptView) -> dict[Any, Any]:
@@ -221,9 +222,9 @@ def _shown(view: DraftingView, script: ScriptView) -> dict[Any, Any]:
     return {
         view.script_id: script.id,
         view.status: script_job_html(script),
-        view.cancel: gr.Button(visible=script.state not in FINAL_STATES),
+        view.cancel: button_shown(view.cancel, script.state not in FINAL_STATES),
         view.result: gr.Textbox(visible=done, value=script.script if done else ""),
-        view.load: gr.Button(visible=done),
+        view.load: button_shown(view.load, done),
     }
 
 

@@ -14,8 +14,10 @@ from typing import Any, Literal
 import gradio as gr
 
 from api.schemas import RegenerationPlan
+from core.job_states import JobState
 from webui.api_client import StudioApiError
 from webui.assets import EPISODE_PLAYER_JS
+from webui.buttons import button_hidden, button_shown
 from webui.context import StudioContext
 from webui.render import EMPTY_EPISODE_HTML, field_error, notice, regeneration_plan_html
 from webui.views.screens import Screens, follow_updates, listen_components, show_episode
@@ -79,7 +81,7 @@ def needs_confirmation(plan: RegenerationPlan, mode: str) -> bool:
 
 def plan_closed(finish: FinishView) -> dict[Any, Any]:
     """No regeneration waits for Confirm."""
-    return {finish.plan: "", finish.confirm: gr.Button(visible=False), finish.cancel: gr.Button(visible=False),
+    return {finish.plan: "", finish.confirm: button_hidden(finish.confirm), finish.cancel: button_hidden(finish.cancel),
             finish.pending: None}  # fmt: skip
 
 
@@ -117,8 +119,8 @@ def wire_finish(screens: Screens, context: StudioContext) -> None:
                 yield update
             return
         yield {
-            finish.problem: "", finish.plan: regeneration_plan_html(plan), finish.confirm: gr.Button(visible=True),
-            finish.cancel: gr.Button(visible=True), finish.pending: {"turn": int(turn), "text": words},
+            finish.problem: "", finish.plan: regeneration_plan_html(plan), finish.confirm: button_shown(finish.confirm),
+            finish.cancel: button_shown(finish.cancel), finish.pending: {"turn": int(turn), "text": words},
         }  # fmt: skip
 
     async def confirm(key: str, job_id: str | None, pending: dict[str, Any] | None) -> AsyncIterator[dict[Any, Any]]:
@@ -156,11 +158,11 @@ def _wire_takes(screens: Screens, context: StudioContext, outputs: list[Any]) ->
         except StudioApiError as error:
             yield {finish.problem: field_error(error.message)}
             return
-        if job.state == "done":
+        if job.state == JobState.DONE:
             yield await show_episode(screens, context, key, job, turn) | {finish.problem: notice("Kept the new take.")}
             return
-        hidden = gr.Button(visible=False)
-        yield {finish.takes: "", finish.keep_new: hidden, finish.keep_previous: hidden,
+        yield {finish.takes: "", finish.keep_new: button_hidden(finish.keep_new),
+               finish.keep_previous: button_hidden(finish.keep_previous),
                finish.problem: notice("Putting the earlier take back: the episode is assembled again.")}  # fmt: skip
         # followed as a regeneration is, playing from the turn picked
         async for update in follow_updates(screens, context, key, job_id, regenerating_turn=turn or 0):

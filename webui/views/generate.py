@@ -23,6 +23,7 @@ from core.job_states import FINAL_STATES
 from script_text.parser import Script
 from webui.api_client import FieldProblem, StudioApi, StudioApiError
 from webui.assets import JOB_PROGRESS_JS, SEGMENT_PLAYER_JS
+from webui.buttons import button_hidden
 from webui.context import StudioContext
 from webui.live_audio import LiveFolders
 from webui.render import confirmed, field_error, notice, question, script_error_html
@@ -225,7 +226,7 @@ async def _after_refusal(
 ) -> dict[Any, Any]:
     """After a refused submit the refusal stands alone: the job shown before, its progress and parts go. One still in
     flight generates on (History has it); this page stops following it and says so where its progress was."""
-    hidden = {view.progress: "", view.segments: "", view.job: None, view.cancel: gr.Button(visible=False)}
+    hidden = {view.progress: "", view.segments: "", view.job: None, view.cancel: button_hidden(view.cancel)}
     running = await _in_flight(api, previous)
     if running is None:
         return hidden

@@ -3,6 +3,7 @@ cancel one, or delete one that has ended."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,9 @@ import gradio as gr
 from gradio.events import Dependency
 
 from api.schemas import JobView
+from core.job_states import JobState
 from webui.api_client import StudioApiError
+from webui.buttons import button_hidden
 from webui.context import StudioContext
 from webui.render import (
     HISTORY_COLUMNS,
@@ -25,9 +28,11 @@ from webui.render import (
     question,
 )
 from webui.views.screens import (
+    IN_FLIGHT,
     Screens,
     as_listed,
     cancel_button,
+    ended_job_shown,
     follow_updates,
     forget_episode,
     in_flight_ids,
@@ -136,7 +141,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
 
     view.cancel.click(cancel, inputs=[screens.key, view.job], outputs=[*view.listing, view.problem])
     for change in (view.job.change, view.in_flight.change):
-        change(cancel_button, inputs=[view.job, view.in_flight], outputs=view.cancel)
+        change(functools.partial(cancel_button, view.cancel), inputs=[view.job, view.in_flight], outputs=view.cancel)
 
     async def ask_delete(key: str, job_id: str | None) -> dict[Any, Any]:
         """Say what a delete removes before doing it; a job still in flight is refused here, as the api would."""
@@ -147,7 +152,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             job = await context.api(key).job(job_id)
         except StudioApiError as error:
             return unasked | {view.problem: field_error(error.message)}
-        if job.state in ("queued", "running"):
+        if job.state in IN_FLIGHT:
             message = f"“{job.title or 'Untitled'}” is {job.state}; cancel it first, then delete it."
             return unasked | {view.problem: field_error(message)}
         title = job.title or "Untitled"
@@ -176,7 +181,7 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             context.live_folders.release(request.session_hash)  # its live parts go with it
             updates |= {
                 generate.progress: deleted_job_html(title, job_id), generate.segments: "", generate.job: None,
-                generate.cancel: gr.Button(visible=False),
+                generate.cancel: button_hidden(generate.cancel),
             }  # fmt: skip
         if job_id == on_listen:
             updates |= forget_episode(screens) | {finish.episode: deleted_job_html(title, job_id)}
@@ -218,8 +223,9 @@ def wire_history(view: HistoryView, screens: Screens, context: StudioContext) ->
             yield {view.problem: field_error(error.message)}
             return
         picked = {view.job: gr.update(value=job_id), view.problem: ""}
-        if job.state == "done":
-            yield await show_episode(screens, context, key, job) | picked | {screens.tabs: gr.Tabs(selected="finish")}
+        if job.state == JobState.DONE:
+            shown = await show_episode(screens, context, key, job) | ended_job_shown(screens, job)
+            yield shown | picked | {screens.tabs: gr.Tabs(selected="finish")}
             return
         yield picked | {screens.tabs: gr.Tabs(selected="generate"), generate.problem: ""}
         async for update in follow_updates(screens, context, key, job_id, page=request.session_hash):

@@ -13,10 +13,10 @@ from typing import Any
 
 import gradio as gr
 
+from core.job_states import JobState
 from script_text.parser import MAX_SPEAKERS
 from webui.api_client import StudioApiError
 from webui.context import StudioContext
-from webui.follow import JobSnapshot, ProgressFigures
 from webui.kept_work import (
     DRAFTS_STORAGE_KEY,
     GENERATE_FIELDS,
@@ -27,11 +27,11 @@ from webui.kept_work import (
     key_to_keep,
     remembered_key,
 )
-from webui.render import job_progress_html, script_preview_html
+from webui.render import script_preview_html
 from webui.script_preview import preview_script
 from webui.views.cast import CastView, cast_for_script
 from webui.views.generate import GenerateView
-from webui.views.screens import IN_FLIGHT, Screens, show_episode
+from webui.views.screens import IN_FLIGHT, Screens, ended_job_shown, show_episode
 from webui.views.write import WriteView
 
 
@@ -89,7 +89,10 @@ def restore_work(
     remembered = remembered_key(stored_key)
     drafts = Drafts.from_stored(stored_drafts)
     updates: dict[Any, Any] = {
-        key: remembered, kept.remember: bool(remembered), kept.job: drafts.job, cast.pending_voices: drafts.voices
+        key: remembered,
+        kept.remember: bool(remembered),
+        kept.job: drafts.job,
+        cast.pending_voices: drafts.voices,
     }
     if drafts.generate:
         settings = drafts.generate
@@ -118,8 +121,12 @@ def wire_kept_work(kept: KeptWork, key: gr.Textbox, write: WriteView, cast: Cast
     kbps_names = list(view.kbps)
 
     def save(script: str | None, *values: Any) -> dict[str, Any]:
+        """The drafts as the page holds them. The job is the one Generate follows or, while none is followed yet, the
+        one still to follow again after a reload (`KeptWork.job`): connecting a key forgets the jobs shown first, and
+        that passing "none" must not be what is kept."""
         row_names, row_voices = values[:MAX_SPEAKERS], values[MAX_SPEAKERS : 2 * MAX_SPEAKERS]
-        pending, *generate, job = values[2 * MAX_SPEAKERS :]
+        pending, *generate, followed, to_follow = values[2 * MAX_SPEAKERS :]
+        job = followed or to_follow
         title, mode, formats, *rates = generate[: 3 + len(kbps_names)]
         queue, priority, cfg_scale, diffusion_steps, seed = generate[3 + len(kbps_names) :]
         kept_settings = dict(
@@ -136,7 +143,7 @@ def wire_kept_work(kept: KeptWork, key: gr.Textbox, write: WriteView, cast: Cast
     for component in triggers:
         component.change(
             save,
-            inputs=[write.script, *names, *voices, cast.pending_voices, *settings, view.job],
+            inputs=[write.script, *names, *voices, cast.pending_voices, *settings, view.job, kept.job],
             outputs=kept.drafts,
             trigger_mode="always_last",
             show_progress="hidden",
@@ -146,11 +153,13 @@ def wire_kept_work(kept: KeptWork, key: gr.Textbox, write: WriteView, cast: Cast
 
 
 async def follow_kept_job(
-    screens: Screens, context: StudioContext, key: str | None, job_id: str | None
+    kept: KeptWork, screens: Screens, context: StudioContext, key: str | None, job_id: str | None
 ) -> dict[Any, Any]:
-    """Once a key connects after a reload: the job the page followed (`KeptWork.job`), followed again when it is still
-    in flight (Generate's `sent`), or shown as it ended (Generate's last figures, and Listen's episode when done);
-    nothing when there was none, or the key cannot see it."""
+    """Once a key connects after a reload (by itself when remembered, or typed): the job the page followed
+    (`KeptWork.job`), followed again when it is still in flight (Generate's `sent`), or shown as it ended (Generate's
+    last figures, and Listen's episode when done); nothing when there was none, or the key cannot see it. Once shown,
+    it is no longer kept apart (the drafts keep it as the job followed): a key typed later does not bring it back
+    over what the page follows then."""
     generate = screens.generate
     nothing = {generate.sent: gr.skip()}  # (Gradio takes an empty dict for one value, not for no update)
     if job_id is None:
@@ -160,7 +169,7 @@ async def follow_kept_job(
         job = await api.job(job_id)
     except StudioApiError:
         return nothing
-    if job.state in IN_FLIGHT:
-        return {generate.sent: job.id}
-    shown = {generate.job: job.id, generate.progress: job_progress_html(JobSnapshot(job, ProgressFigures.of_job(job)))}
-    return shown | await show_episode(screens, context, key, job) if job.state == "done" else shown
+    if job.state in IN_FLIGHT:  # in the same update as `kept.job`'s clearing, so the drafts always hold it
+        return {generate.sent: job.id, generate.job: job.id, kept.job: None}
+    shown = ended_job_shown(screens, job) | {kept.job: None}
+    return shown | await show_episode(screens, context, key, job) if job.state == JobState.DONE else shown

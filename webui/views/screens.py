@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from api.schemas import JobView
+from core.job_states import JobState
 from webui.api_client import StudioApiError
+from webui.buttons import button_hidden, button_shown
 from webui.context import StudioContext
 from webui.episodes import fetch_episode, fetch_takes
-from webui.follow import follow_job
+from webui.follow import JobSnapshot, ProgressFigures, follow_job
 from webui.render import (
     EMPTY_EPISODE_HTML,
     downloads_html,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from webui.views.write import WriteView
 
 
-IN_FLIGHT = ("queued", "running")
+IN_FLIGHT = frozenset({JobState.QUEUED, JobState.RUNNING})
 
 
 def in_flight_ids(jobs: Sequence[JobView]) -> list[str]:
@@ -45,9 +47,9 @@ def in_flight_ids(jobs: Sequence[JobView]) -> list[str]:
     return [job.id for job in jobs if job.state in IN_FLIGHT]
 
 
-def cancel_button(job_id: str | None, cancellable: Sequence[str]) -> Any:
-    """Cancel is offered only for a job in flight: on a finished one it would have nothing to stop."""
-    return gr.Button(visible=job_id in cancellable)
+def cancel_button(button: gr.Button, job_id: str | None, cancellable: Sequence[str]) -> gr.Button:
+    """Cancel (`button`) is offered only for a job in flight: on a finished one it would have nothing to stop."""
+    return button_shown(button, job_id in cancellable)
 
 
 def as_listed(job: JobView, jobs: Sequence[JobView]) -> JobView:
@@ -77,21 +79,30 @@ def listen_components(finish: FinishView) -> list[Any]:
 def forget_jobs(screens: Screens) -> dict[Any, Any]:
     """Generate and Listen as before any job: what a key was shown is not left for the next key to see."""
     generate = screens.generate
-    hidden = gr.Button(visible=False)
     return {
-        generate.progress: "", generate.segments: "", generate.job: None, generate.cancel: hidden,
-        generate.problem: "", screens.finish.new_text: "",
+        generate.progress: "", generate.segments: "", generate.job: None, generate.problem: "",
+        generate.cancel: button_hidden(generate.cancel), screens.finish.new_text: "",
     } | forget_episode(screens)  # fmt: skip
 
 
 def forget_episode(screens: Screens) -> dict[Any, Any]:
     """Listen as before any job (`listen_components`: its player, files, turns, takes and what it said)."""
     finish = screens.finish
-    hidden = gr.Button(visible=False)
     return {
         finish.episode: EMPTY_EPISODE_HTML, finish.downloads: "", finish.turn: gr.update(choices=[], value=None),
-        finish.problem: "", finish.plan: "", finish.confirm: hidden, finish.cancel: hidden, finish.status: "",
-        finish.takes: "", finish.keep_new: hidden, finish.keep_previous: hidden, finish.job: None, finish.pending: None,
+        finish.problem: "", finish.plan: "", finish.status: "", finish.takes: "", finish.job: None,
+        finish.pending: None,
+    } | {button: button_hidden(button) for button in (finish.confirm, finish.cancel, finish.keep_new,
+                                                        finish.keep_previous)}  # fmt: skip
+
+
+def ended_job_shown(screens: Screens, job: JobView) -> dict[Any, Any]:
+    """Generate showing how `job` ended, as the job the page follows: kept with the drafts (`wire_kept_work`), so a
+    reload brings it back, whichever screen it was opened from."""
+    generate = screens.generate
+    return {
+        generate.job: job.id, generate.progress: job_progress_html(JobSnapshot(job, ProgressFigures.of_job(job))),
+        generate.segments: "", generate.cancel: button_hidden(generate.cancel),
     }  # fmt: skip
 
 
@@ -100,7 +111,7 @@ async def show_episode(
 ) -> dict[Any, Any]:
     """The Listen screen for a done job (playing from `focus_turn` when given); for any other, where it stands."""
     finish = screens.finish
-    if job.state != "done" or job.outputs is None:
+    if job.state != JobState.DONE or job.outputs is None:
         return {finish.problem: field_error(f"this job is {job.state}; its episode appears here when it is done")}
     try:
         episode = await fetch_episode(context.api(key), context.files, job)
@@ -119,12 +130,12 @@ async def show_episode(
         else notice(f"Its segments were removed on {removed:%Y-%m-%d}: its turns can no longer be regenerated."),
         finish.job: job.id,
         finish.plan: "",
-        finish.confirm: gr.Button(visible=False),
-        finish.cancel: gr.Button(visible=False),
+        finish.confirm: button_hidden(finish.confirm),
+        finish.cancel: button_hidden(finish.cancel),
         finish.pending: None,
         finish.takes: takes_html([(pair.segment, url(pair.previous), url(pair.new)) for pair in takes]),
-        finish.keep_new: gr.Button(visible=bool(takes)),
-        finish.keep_previous: gr.Button(visible=bool(takes)),
+        finish.keep_new: button_shown(finish.keep_new, bool(takes)),
+        finish.keep_previous: button_shown(finish.keep_previous, bool(takes)),
         finish.episode: episode_html(job, url(episode.playable), episode.chapters_data, waveform, focus_turn),
         finish.downloads: downloads_html([(path.name, url(path), path.stat().st_size) for path in episode.all]),
         finish.turn: gr.update(
@@ -167,9 +178,10 @@ async def follow_updates(
                     generate.progress: job_progress_html(snapshot),
                     generate.segments: live_parts_html(snapshot.parts, final=snapshot.is_final),
                     generate.job: job_id,
-                    generate.cancel: gr.Button(visible=not snapshot.is_final),  # only while there is one to cancel
+                    # only while there is one to cancel
+                    generate.cancel: button_shown(generate.cancel, not snapshot.is_final),
                 }
-            if snapshot.job.state == "done":
+            if snapshot.job.state == JobState.DONE:
                 shown = await show_episode(screens, context, key, snapshot.job, regenerating_turn)
                 yield shown | {screens.tabs: gr.Tabs(selected="finish")}
     except StudioApiError as error:
