@@ -40,7 +40,7 @@ from core.settings import Settings
 
 RUN_JOB_TASK = "voxcast.run_job"
 RUN_SCRIPT_TASK = "voxcast.run_script"
-SCRIPTS_QUEUE = "scripts"
+SCRIPTS_QUEUE: Literal["scripts"] = "scripts"
 MAX_PRIORITY = 9
 _VISIBILITY_MARGIN_SECONDS = 1800
 
@@ -75,6 +75,7 @@ def create_celery_app(settings: Settings, include: Sequence[str] = ("workers.tas
     app = Celery("voxcast")
     app.conf.update(
         broker_url=settings.redis_url,
+        broker_transport="workers.broker_transport:Transport",  # kombu's Redis transport, repaired (see there)
         broker_connection_retry_on_startup=True,
         broker_transport_options={
             "visibility_timeout": int(settings.longest_job_seconds) + _VISIBILITY_MARGIN_SECONDS,
