@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis.asyncio
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from api.body_limits import BodyLimitMiddleware
 from api.deps import ApiServices
@@ -79,7 +79,14 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
     app.add_middleware(BodyLimitMiddleware, settings=settings)
     app.add_middleware(FeedCorsMiddleware)  # the feed routes only: any origin may read a feed and its files
     install_error_handlers(app)
-    routers = (jobs.router, regeneration.router, scripts.router, speech.router, voices.router, usage.router)
+    routers: tuple[APIRouter, ...] = (
+        jobs.router,
+        regeneration.router,
+        scripts.router,
+        speech.router,
+        voices.router,
+        usage.router,
+    )
     routers += (shows.router,)
     routers += (admin.router, admin_workers.router, metrics.router)
     for router in routers:

@@ -73,6 +73,9 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+_DEFAULT_FORMATS: list[AudioFormat] = ["wav", "mp3"]
+
+
 class GenerationParams(_Body):
     """Quality knobs; the defaults are the original VibeVoice demo's."""
 
@@ -106,7 +109,7 @@ class JobOptions(_Body):
         description="speaker (number, name or key as in the script) -> voice id; inline uploads fill the rest",
     )
     mode: Mode = "whole"
-    formats: list[AudioFormat] = Field(default_factory=lambda: ["wav", "mp3"], min_length=1, max_length=5)
+    formats: list[AudioFormat] = Field(default_factory=lambda: _DEFAULT_FORMATS.copy(), min_length=1, max_length=5)
     kbps: dict[BitrateFormat, int] = Field(
         default_factory=dict, description=f"a lossy format's bitrate in kbit/s: {_BITRATE_CHOICES}"
     )

@@ -25,7 +25,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO, Protocol
 
 import numpy as np
 import soundfile as sf
@@ -60,7 +60,13 @@ class EncodeRequest:
     bitrate_mode: str | None = None
 
 
-def encode_blocks(source: BinaryIO, handle: BinaryIO, request: EncodeRequest) -> None:
+class Readable(Protocol):
+    """What `encode_blocks` reads samples from: a binary file, or the encoder's counting reader over one."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+def encode_blocks(source: Readable, handle: BinaryIO, request: EncodeRequest) -> None:
     """Encode the request's raw float32 mono samples read from `source` into `handle`, a block at a time."""
     samples, block_samples = request.samples, request.block_samples
     with sf.SoundFile(
@@ -88,17 +94,20 @@ class EncoderProcess:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.process.stdin is not None and self.process.stdout is not None  # both are pipes
+        self.stdin: IO[bytes] = self.process.stdin
+        self.stdout: IO[bytes] = self.process.stdout
 
     def encode(self, request: EncodeRequest, pcm: np.ndarray) -> None:
         """Send `request` and its samples; raise as the module's docstring says. A crashed process is left dead."""
         try:
-            self.process.stdin.write((json.dumps(request.__dict__) + "\n").encode())
+            self.stdin.write((json.dumps(request.__dict__) + "\n").encode())
             for start in range(0, len(pcm), request.block_samples):
-                self.process.stdin.write(pcm[start : start + request.block_samples].tobytes())
-            self.process.stdin.flush()
+                self.stdin.write(pcm[start : start + request.block_samples].tobytes())
+            self.stdin.flush()
         except BrokenPipeError:
             pass  # it died; its exit status says how
-        reply = self.process.stdout.readline()
+        reply = self.stdout.readline()
         if not reply:
             raise EncoderCrashed(self._how_it_died(request))
         answer = json.loads(reply)
@@ -114,7 +123,7 @@ class EncoderProcess:
 
     def close(self) -> None:
         if self.alive:
-            self.process.stdin.close()
+            self.stdin.close()
             self.process.wait()
 
     def _how_it_died(self, request: EncodeRequest) -> str:
@@ -202,10 +211,14 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
         request = EncodeRequest(**json.loads(line))
         samples = _CountingReader(source)
         answer: dict[str, object] = {"ok": True}
+
+        def encode(handle: BinaryIO, request: EncodeRequest = request, samples: _CountingReader = samples) -> None:
+            encode_blocks(samples, handle, request)
+
         try:
             write_durably(
                 Path(request.file),
-                lambda handle, request=request, samples=samples: encode_blocks(samples, handle, request),
+                encode,
                 target=Path(request.target),
                 exclusive=True,
             )

@@ -128,7 +128,7 @@ def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
         kv_memory=settings.engine_kv_memory,
         policy="offline",
         max_graphs=settings.engine_max_graphs,
-        **step,
+        **step,  # type: ignore[arg-type]  # `step_options` returns an untyped dict; the engine's to type
     )
 
 
@@ -249,7 +249,7 @@ class _progress_bar:
             bar_format=self._COUNTING,
         )
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self) -> Callable[[Progress], None]:
         return self.report
 
     def __exit__(self, error_type: type[BaseException] | None, *exc_info: object) -> None:

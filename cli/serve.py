@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import uvicorn
 
@@ -225,8 +225,16 @@ class _ApiServer(uvicorn.Server):
         try:
             self._before_exit()
         finally:
-            self.config.timeout_graceful_shutdown = min(API_STOP_SECONDS, self._stop.left(BROKER_STOP_SECONDS))
+            self.config.timeout_graceful_shutdown = _seconds(
+                min(API_STOP_SECONDS, self._stop.left(BROKER_STOP_SECONDS))
+            )
             self.should_exit = True
+
+
+def _seconds(seconds: float) -> int:
+    """uvicorn annotates its graceful-shutdown timeout as whole seconds; it passes it to `asyncio.wait_for`, which
+    takes a fraction too, so the float goes through unchanged."""
+    return cast(int, seconds)
 
 
 def _api_server(
@@ -249,6 +257,6 @@ def _api_server(
         port=port,
         log_level=settings.log_level.lower(),
         http=BoundedHttpToolsProtocol,
-        timeout_graceful_shutdown=API_STOP_SECONDS,  # what is left of it by then, once stopping (`_exit_after`)
+        timeout_graceful_shutdown=_seconds(API_STOP_SECONDS),  # what is left of it by then, once stopping
     )
     return _ApiServer(config, lambda: _stop_workers(workers, stop), stop)

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event, make_url, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
@@ -49,6 +49,12 @@ _TRANSIENT_SQLSTATES = {"40001", "40P01", "53300"}
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE changed. `Session.execute` is typed to return a `Result`; for those
+    statements it returns the `CursorResult` that alone has `rowcount`."""
+    return cast(CursorResult[Any], result).rowcount
 
 
 def database_url(settings: Settings) -> str:

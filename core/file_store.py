@@ -50,6 +50,10 @@ class FileStore(Protocol):
 
     root: Path
 
+    def __hash__(self) -> int:
+        """A store is hashable (by identity): caches of what it holds key on it."""
+        ...
+
     def publish(self, path: Path) -> None:
         """The whole file at `path` (written here) is now every host's."""
 
@@ -272,7 +276,7 @@ class _S3Errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _: object) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         if isinstance(error, ClientError):
@@ -282,7 +286,6 @@ class _S3Errors:
             raise StoreUnavailable(self.where(f"{code}: {error}")) from error
         if isinstance(error, BotoCoreError):
             raise StoreUnavailable(self.where(str(error))) from error
-        return False
 
     def where(self, cause: str) -> str:
         store = self.store

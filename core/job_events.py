@@ -38,12 +38,12 @@ class ProgressEvent(_Event):
     segments: int
     eta_seconds: float | None = None  # wall-clock seconds left at the current speed
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented way; mypy knows no decorator over a property
     @property
     def audio_seconds_done(self) -> float:
         return round(self.frames_done / FRAMES_PER_SECOND, 3)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented way; mypy knows no decorator over a property
     @property
     def audio_seconds_planned(self) -> float:
         return round(self.frames_planned / FRAMES_PER_SECOND, 3)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, delete, false, or_, select, update
 from sqlalchemy.orm import Session
 
-from core.db import Database, retry_transient
+from core.db import Database, retry_transient, rows_changed
 from core.job_states import FINAL_STATES, JobState, SegmentState
 from core.models import Job, JobSegment, utc_now
 
@@ -202,7 +202,7 @@ def claim_job(
             .where(Job.id == job_id, Job.cancel_requested.is_(True), claimable)
             .values(state=TRANSITIONS[Transition.CANCEL_AT_CLAIM].target, finished_at=now, worker=None)
         )
-        if cancelled.rowcount == 1:
+        if rows_changed(cancelled) == 1:
             return CancelledAtClaim(job_id)
         claimed = session.execute(
             update(Job)
@@ -216,7 +216,7 @@ def claim_job(
                 error=None,
             )
         )
-        if claimed.rowcount != 1:
+        if rows_changed(claimed) != 1:
             return None
         job = session.get_one(Job, job_id)
         # A first attempt waited since its submission; a later one (a requeue, a regeneration) since it was sent again.
@@ -248,7 +248,7 @@ def beat(database: Database, job: ClaimedJob) -> bool:
     """Refresh the job's heartbeat; False when this worker no longer holds it (a sweeper handed it on)."""
     with database.session() as session:
         result = session.execute(update(Job).where(_held(job)).values(heartbeat_at=utc_now()))
-        return result.rowcount == 1
+        return rows_changed(result) == 1
 
 
 @retry_transient
@@ -434,7 +434,7 @@ def finish_job(
         values["audio_seconds"] = audio_seconds
     with database.session() as session:
         result = session.execute(update(Job).where(_held(job), _may(transition)).values(**values))
-        return result.rowcount == 1
+        return rows_changed(result) == 1
 
 
 @retry_transient
@@ -452,7 +452,7 @@ def hand_back_job(database: Database, job: ClaimedJob) -> bool:
             .where(_held(job), _may(Transition.HAND_BACK), Job.cancel_requested.is_(False))
             .values(**_handed_back(utc_now()))
         )
-        return result.rowcount == 1
+        return rows_changed(result) == 1
 
 
 @retry_transient
@@ -543,28 +543,36 @@ def release_abandoned_jobs(
     requeued = {"state": TRANSITIONS[Transition.RELEASE].target, "worker": None, "waiting": False, "enqueued_at": now}
     returned = (Job.id, Job.queue, Job.priority, Job.worker_deaths)
     with database.session() as session:
-        failed = session.execute(
-            update(Job)
-            .where(running, last_chance, _may(Transition.GIVE_UP))
-            .values(
-                state=TRANSITIONS[Transition.GIVE_UP].target,
-                worker=None,
-                worker_deaths=deaths,
-                finished_at=now,
-                error=worker_deaths_error(max_worker_deaths),
-            )
-            .returning(*returned)
-        ).all()
-        queued = session.execute(
-            update(Job).where(running, ~last_chance).values(**requeued, worker_deaths=deaths).returning(*returned)
-        ).all()
+        failed = list(
+            session.execute(
+                update(Job)
+                .where(running, last_chance, _may(Transition.GIVE_UP))
+                .values(
+                    state=TRANSITIONS[Transition.GIVE_UP].target,
+                    worker=None,
+                    worker_deaths=deaths,
+                    finished_at=now,
+                    error=worker_deaths_error(max_worker_deaths),
+                )
+                .returning(*returned)
+            ).all()
+        )
+        queued = list(
+            session.execute(
+                update(Job).where(running, ~last_chance).values(**requeued, worker_deaths=deaths).returning(*returned)
+            ).all()
+        )
         queued += session.execute(
             update(Job).where(died, Job.waiting.is_(True)).values(**requeued).returning(*returned)
         ).all()
         queued += session.execute(
             update(Job).where(gone, alive, _may(Transition.HAND_BACK)).values(**_handed_back(now)).returning(*returned)
         ).all()
-    return [AbandonedJob(*row, failed=True) for row in failed] + [AbandonedJob(*row, failed=False) for row in queued]
+    return [
+        AbandonedJob(job_id, queue, priority, deaths, failed=was_failed)
+        for rows, was_failed in ((failed, True), (queued, False))
+        for job_id, queue, priority, deaths in rows
+    ]
 
 
 # The api's transitions and writes: in the caller's session, committed with the rest of its request.
@@ -580,16 +588,20 @@ def create_job(session: Session, **fields: Any) -> Job:
 def cancel(session: Session, job_id: str) -> None:
     """Cancel a queued job at once (`CANCEL`); ask a running one to stop (`REQUEST_CANCEL`, its worker ends it as
     cancelled); a cancelled one stays so. `IllegalTransition` for a job that is done or failed."""
-    cancelled = session.execute(
-        update(Job)
-        .where(Job.id == job_id, _may(Transition.CANCEL))
-        .values(state=TRANSITIONS[Transition.CANCEL].target, cancel_requested=True, finished_at=utc_now())
-    ).rowcount
+    cancelled = rows_changed(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, _may(Transition.CANCEL))
+            .values(state=TRANSITIONS[Transition.CANCEL].target, cancel_requested=True, finished_at=utc_now())
+        )
+    )
     if cancelled:
         return
-    requested = session.execute(
-        update(Job).where(Job.id == job_id, _may(Transition.REQUEST_CANCEL)).values(cancel_requested=True)
-    ).rowcount
+    requested = rows_changed(
+        session.execute(
+            update(Job).where(Job.id == job_id, _may(Transition.REQUEST_CANCEL)).values(cancel_requested=True)
+        )
+    )
     if requested or session.scalar(select(Job.state).where(Job.id == job_id)) == JobState.CANCELLED:
         return
     _moved_or_illegal(session, job_id, Transition.CANCEL, 0)
@@ -599,19 +611,21 @@ def retry(session: Session, job_id: str) -> None:
     """Queue a failed or cancelled job again (`RETRY`), its stored segments kept; its count of worker deaths starts
     again (a job the poison-job guard failed gets the whole allowance back), and segments the retention policy
     removed are kept again from now on (they run again)."""
-    moved = session.execute(
-        update(Job)
-        .where(Job.id == job_id, _may(Transition.RETRY))
-        .values(
-            state=TRANSITIONS[Transition.RETRY].target,
-            cancel_requested=False,
-            error=None,
-            worker_deaths=0,
-            finished_at=None,
-            enqueued_at=utc_now(),
-            intermediates_removed_at=None,
+    moved = rows_changed(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, _may(Transition.RETRY))
+            .values(
+                state=TRANSITIONS[Transition.RETRY].target,
+                cancel_requested=False,
+                error=None,
+                worker_deaths=0,
+                finished_at=None,
+                enqueued_at=utc_now(),
+                intermediates_removed_at=None,
+            )
         )
-    ).rowcount
+    )
     _moved_or_illegal(session, job_id, Transition.RETRY, moved)
 
 
@@ -626,29 +640,34 @@ def regenerate(
     seeds and the hashes of their new words; False when it moved on meanwhile (another regeneration, a retention
     pass); `IllegalTransition` when it is not done."""
     now = utc_now()
-    moved = session.execute(
-        update(Job)
-        .where(
-            Job.id == job_id,
-            _may(Transition.REGENERATE),
-            Job.revision == revision - 1,
-            Job.intermediates_removed_at.is_(None),
+    moved = rows_changed(
+        session.execute(
+            update(Job)
+            .where(
+                Job.id == job_id,
+                _may(Transition.REGENERATE),
+                Job.revision == revision - 1,
+                Job.intermediates_removed_at.is_(None),
+            )
+            .values(
+                state=TRANSITIONS[Transition.REGENERATE].target,
+                revision=revision,
+                frames_done=0,
+                segments_done=0,
+                audio_seconds=None,
+                error=None,
+                cancel_requested=False,
+                started_at=None,
+                finished_at=None,
+                enqueued_at=now,
+            )
         )
-        .values(
-            state=TRANSITIONS[Transition.REGENERATE].target,
-            revision=revision,
-            frames_done=0,
-            segments_done=0,
-            audio_seconds=None,
-            error=None,
-            cancel_requested=False,
-            started_at=None,
-            finished_at=None,
-            enqueued_at=now,
-        )
-    ).rowcount
+    )
     if not moved:
-        check_transition(job_id, Transition.REGENERATE, session.scalar(select(Job.state).where(Job.id == job_id)))
+        current = session.scalar(select(Job.state).where(Job.id == job_id))
+        if current is None:
+            raise LookupError(f"no job {job_id}")  # deleted meanwhile, as `_moved_or_illegal` says
+        check_transition(job_id, Transition.REGENERATE, current)
         return False
     for index, seed in seeds.items():
         session.execute(
@@ -688,7 +707,7 @@ def record_storage_bytes(session: Session, job_id: str, held: int) -> None:
 def delete_rows(session: Session, job_id: str) -> bool:
     """Delete an ended job's rows (`DELETE`); False when it has no row (deleted meanwhile); `IllegalTransition` when it
     runs again (a retry between the caller's check and now)."""
-    deleted = session.execute(delete(Job).where(Job.id == job_id, _may(Transition.DELETE))).rowcount
+    deleted = rows_changed(session.execute(delete(Job).where(Job.id == job_id, _may(Transition.DELETE))))
     if not deleted:
         current = session.scalar(select(Job.state).where(Job.id == job_id))
         if current is not None:
@@ -702,11 +721,13 @@ def purge_intermediates(database: Database, job_id: str, now: datetime) -> bool:
     """Claim an ended job's intermediates for removal (`PURGE`): its segments' files are forgotten and its earlier
     take with them (an intermediate too); False when it runs again, or another pass claimed it first."""
     with database.session() as session:
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job_id, _may(Transition.PURGE), Job.intermediates_removed_at.is_(None))
-            .values(intermediates_removed_at=now, previous_take=None)
-        ).rowcount
+        claimed = rows_changed(
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, _may(Transition.PURGE), Job.intermediates_removed_at.is_(None))
+                .values(intermediates_removed_at=now, previous_take=None)
+            )
+        )
         if not claimed:
             return False
         session.execute(

@@ -33,3 +33,11 @@ class SegmentState(enum.StrEnum):
 
 QueueKind = Literal["interactive", "batch"]  # interactive: short jobs and speech, served first
 QUEUE_KINDS: tuple[QueueKind, ...] = ("interactive", "batch")
+
+
+def queue_kind(value: str) -> QueueKind:
+    """A job row's `queue` column as the `QueueKind` it holds; ValueError for anything else."""
+    for kind in QUEUE_KINDS:
+        if value == kind:
+            return kind
+    raise ValueError(f"{value!r} is not a queue kind (one of {', '.join(QUEUE_KINDS)})")

@@ -145,8 +145,8 @@ def write_segment_audio(path: Path, samples: np.ndarray) -> np.ndarray:
         raise ValueError(f"{path.name}: the generated audio holds non-finite samples")
     peak = float(np.max(np.abs(samples))) if len(samples) else 0.0
     gain = 1.0 if peak <= 1.0 else 2.0 ** math.ceil(math.log2(peak))
-    quantised = np.clip(np.round(samples / gain * _SEGMENT_FULL_SCALE), -_SEGMENT_FULL_SCALE, _SEGMENT_FULL_SCALE - 1)
-    quantised = quantised.astype(np.int32)
+    scaled = np.round(samples / gain * _SEGMENT_FULL_SCALE)
+    quantised = np.clip(scaled, -_SEGMENT_FULL_SCALE, _SEGMENT_FULL_SCALE - 1).astype(np.int32)
 
     def write(handle: BinaryIO) -> None:
         with sf.SoundFile(handle, "w", SAMPLE_RATE, 1, subtype="PCM_24", format="FLAC") as audio_file:

@@ -9,6 +9,7 @@ pass its quota by submitting several long jobs at once. Voices count the size of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -37,7 +38,7 @@ class KeyUsage:
     audio_minutes: float  # of the finished episodes
 
 
-def expected_job_bytes(estimated_seconds: float, formats: list[str]) -> int:
+def expected_job_bytes(estimated_seconds: float, formats: Sequence[str]) -> int:
     """What generating `estimated_seconds` of audio in `formats` will write, at most (the plan's estimate)."""
     per_second = _SEGMENT_BYTES_PER_SECOND + sum(AUDIO_FORMATS[name].bytes_per_second for name in formats)
     return int(estimated_seconds * per_second)

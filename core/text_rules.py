@@ -57,7 +57,9 @@ class ForbiddenCharacter:
         elif code in (0xFFFE, 0xFFFF):
             described = "a noncharacter"
         else:
-            described = _CONTROL_NAMES.get(self.character) or unicodedata.name(self.character, "a control character")
+            described = _CONTROL_NAMES.get(self.character, "") or unicodedata.name(
+                self.character, "a control character"
+            )
         return f"U+{code:04X} ({described})"
 
     def message(self, single_line: bool) -> str:

@@ -161,6 +161,7 @@ class SegmentGeneration:
         if event.kind is EventKind.STARTED:
             self._admitted.add(key)
         elif event.kind is EventKind.AUDIO:
+            assert event.audio is not None and event.latent is not None  # an AUDIO event carries its frame's both
             self._audio[key].append(event.audio)
             self._latents[key].append(event.latent)
             return [SegmentFrame(key, event.frames, event.audio, event.latent.numpy(), event.tokens)]

@@ -13,6 +13,8 @@ tokenizer modules exactly where `generate()` passes its own cache, so the convol
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from transformers.models.vibevoice_acoustic_tokenizer.modeling_vibevoice_acoustic_tokenizer import (
     VibeVoiceAcousticTokenizerConv1dPaddingCache,
@@ -74,10 +76,11 @@ class _SlotRowsPaddingCache(VibeVoiceAcousticTokenizerConv1dPaddingCache):
         Same contract as transformers' cache layer: returns `[previous state, hidden_states]` along time;
         the new state is the last `left_pad` samples of that concatenation.
         """
-        left_pad = conv_module.left_pad
+        # Module's `__getattr__` is typed as returning a tensor or a module; these two are the conv layer's ints.
+        left_pad = cast(int, conv_module.left_pad)
         if left_pad == 0:
             return hidden_states
-        state = self.pool.state(cache_key, hidden_states, conv_module.in_channels, left_pad)
+        state = self.pool.state(cache_key, hidden_states, cast(int, conv_module.in_channels), left_pad)
         previous = state.index_select(0, self.slots)
         padded = torch.cat([previous, hidden_states], dim=-1)
         tail = padded[:, :, -left_pad:]

@@ -144,8 +144,8 @@ def _check_file(path: Path, source: str) -> None:
 
 def _check_sample_rate(sample_rate: object, source: str) -> None:
     """Refuse rates outside what real recordings use (and what resampling handles well)."""
-    valid = isinstance(sample_rate, numbers.Integral) and not isinstance(sample_rate, bool)
-    if not valid or not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
+    whole = sample_rate if isinstance(sample_rate, numbers.Integral) and not isinstance(sample_rate, bool) else None
+    if whole is None or not MIN_SAMPLE_RATE <= int(whole) <= MAX_SAMPLE_RATE:
         raise VoicePromptError(
             f"voice prompt {source!r} has sample rate {sample_rate!r} Hz; "
             f"the allowed range is {MIN_SAMPLE_RATE}–{MAX_SAMPLE_RATE} Hz"

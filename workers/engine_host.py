@@ -42,7 +42,7 @@ def shared_engine(settings: Settings) -> Engine:
         kv_memory=settings.engine_kv_memory,
         policy="online",
         max_graphs=settings.engine_max_graphs,
-        **step_options(settings.engine_step),
+        **step_options(settings.engine_step),  # type: ignore[arg-type]  # its dict is untyped; the engine's to type
     )
     if settings.engine_interactive_slowdown is not None:
         config = dataclasses.replace(config, interactive_slowdown=settings.engine_interactive_slowdown)
@@ -84,6 +84,7 @@ class WorkerEngine:
 def worker_engine(engine: Engine) -> WorkerEngine:
     """A snapshot of the engine's model and occupancy, safe to take from any thread while it steps."""
     loaded = engine.loaded
+    assert loaded is not None  # a worker's engine is built from a loaded model
     device = torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else loaded.device.type
     dtype = str(loaded.dtype).removeprefix("torch.")
     return WorkerEngine(loaded.source, device, dtype, _chars_per_token(engine), engine.load(), loaded.context)
@@ -91,4 +92,5 @@ def worker_engine(engine: Engine) -> WorkerEngine:
 
 @functools.cache
 def _chars_per_token(engine: Engine) -> float:
+    assert engine.loaded is not None  # as in `worker_engine`
     return chars_per_token(engine.loaded)

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
-from core.db import Database
+from core.db import Database, rows_changed
 from core.job_events import EventPublisher
 from core.job_states import JobState
 from core.models import ScriptJob, utc_now
@@ -168,7 +168,7 @@ def _claim(database: Database, script_id: str, worker: str) -> bool:
                 deliveries=ScriptJob.deliveries + 1,
             )
         )
-        return claimed.rowcount == 1
+        return rows_changed(claimed) == 1
 
 
 def _held(script_id: str, worker: str) -> ColumnElement[bool]:
@@ -185,7 +185,7 @@ def _hand_back(services: ScriptServices, script_id: str, worker: str) -> bool:
             .where(_held(script_id, worker), ScriptJob.cancel_requested.is_(False))
             .values(state=JobState.QUEUED, worker=None, attempt_log=[], handbacks=ScriptJob.handbacks + 1)
         )
-    if handed_back.rowcount != 1:
+    if rows_changed(handed_back) != 1:
         return False
     logger.info("script job handed back: its scripts worker stops", extra={"script_id": script_id})
     services.events.script_changed(script_id)
@@ -196,7 +196,9 @@ def _beat(database: Database, script_id: str, worker: str) -> bool:
     """Refresh the job's heartbeat; False once `worker` no longer holds it."""
     with database.session() as session:
         return (
-            session.execute(update(ScriptJob).where(_held(script_id, worker)).values(heartbeat_at=utc_now())).rowcount
+            rows_changed(
+                session.execute(update(ScriptJob).where(_held(script_id, worker)).values(heartbeat_at=utc_now()))
+            )
             == 1
         )
 

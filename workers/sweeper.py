@@ -37,7 +37,7 @@ from sqlalchemy import select
 from core.db import Database, DatabaseUnavailable, is_transient
 from core.job_deletion import empty_trash
 from core.job_repository import AbandonedJob, mark_resent, release_abandoned_jobs
-from core.job_states import FINAL_STATES, QUEUE_KINDS, JobState, QueueKind
+from core.job_states import FINAL_STATES, QUEUE_KINDS, JobState, QueueKind, queue_kind
 from core.models import Job, ScriptJob, utc_now
 from core.retention import apply_retention
 from core.settings import Settings
@@ -55,7 +55,7 @@ def job_ids_in_broker(
 ) -> set[str]:
     """Ids of the jobs whose task message Redis holds, waiting in one of the `kinds` of queue or delivered (to any
     queue's worker) but unacknowledged."""
-    payloads: list[bytes] = []
+    payloads: list[bytes | str] = []  # bytes: the client does not decode
     for kind in kinds:
         for key in priority_list_keys(namespace, kind):
             payloads += client.lrange(key, 0, -1)
@@ -117,7 +117,7 @@ def send_back(
                 record_job_bytes(session, DataFolder.from_settings(settings), job.id)
             continue
         logger.warning(f"{why}; job re-enqueued", extra=where)
-        enqueue_job(celery, settings.redis_namespace, job.id, job.queue, job.priority)
+        enqueue_job(celery, settings.redis_namespace, job.id, queue_kind(job.queue), job.priority)
         resent.append(job.id)
     return resent
 
@@ -194,7 +194,7 @@ def sweep(
             continue
         logger.warning("broker lost a queued job; re-enqueued", extra={"job_id": job_id})
         mark_resent(database, job_id)
-        enqueue_job(celery, settings.redis_namespace, job_id, queue, priority)
+        enqueue_job(celery, settings.redis_namespace, job_id, queue_kind(queue), priority)
         resent.append(job_id)
     return resent
 

@@ -30,6 +30,7 @@ from core.db import Database, DatabaseUnavailable, database_url, upgrade_databas
 from core.file_store import StoreUnavailable
 from core.job_events import EventPublisher
 from core.job_repository import hand_back_process_jobs
+from core.job_states import queue_kind
 from core.logging import configure_logging
 from core.settings import Settings
 from core.stop_budget import WORKER_STOP_SECONDS
@@ -115,7 +116,7 @@ def _send_again(services: WorkerServices, handed: HandedBack) -> None:
     `run_job`: it generates the segments its regeneration set back to pending, as the sweeper's does)."""
     job = handed.job
     try:
-        enqueue_job(app, services.settings.redis_namespace, job.id, job.queue, job.priority)
+        enqueue_job(app, services.settings.redis_namespace, job.id, queue_kind(job.queue), job.priority)
     except Exception:  # the broker is gone: the job is queued in the database, where a sweeper finds it
         logger.warning("could not send a handed-back job again", extra={"job_id": job.id}, exc_info=True)
 

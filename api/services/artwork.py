@@ -58,6 +58,7 @@ def checked_artwork(data: bytes, field: str = "file") -> Artwork:
         ) from error
     if problem is not None:
         raise _refused(field, f"{problem}; podcast directories take {rule}")
+    assert kind is not None  # `_shape_problem` refused any other
     return Artwork(data, ARTWORK_FORMATS[kind][0], width)
 
 

@@ -74,8 +74,8 @@ async def job_event_stream(
         view = await run_in_threadpool(read_job_view, services, caller, job_id)
         yield _state(view)
         if with_audio and view.state == JobState.RUNNING:
-            async for event in audio_made_so_far(services, job_id):
-                yield _event(event, job_id)
+            async for chunk in audio_made_so_far(services, job_id):
+                yield _event(chunk, job_id)
         last_read = last_sent = time.monotonic()
         while view.state not in FINAL_STATES:
             event = await subscription.next_event(POLL_SECONDS)
@@ -110,7 +110,7 @@ async def audio_made_so_far(services: ApiServices, job_id: str) -> AsyncIterator
     files = await run_in_threadpool(services.data.job(job_id).live_audio)
     for segment, path in files:
         try:
-            size = await run_in_threadpool(lambda path=path: path.stat().st_size)
+            size = (await run_in_threadpool(path.stat)).st_size
         except FileNotFoundError:  # the segment was stored meanwhile: its `segment` event says so
             continue
         frames = size // FRAME_BYTES  # whole frames: the worker may be appending one now

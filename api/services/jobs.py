@@ -365,9 +365,9 @@ def job_view(session: Session, job: Job, now: datetime | None = None) -> JobView
         )
     return JobView(
         id=job.id,
-        state=job.state,  # type: ignore[arg-type]
-        mode=job.mode,  # type: ignore[arg-type]
-        queue=job.queue,  # type: ignore[arg-type]
+        state=job.state,
+        mode=job.mode,
+        queue=job.queue,
         priority=job.priority,
         title=job.title,
         formats=list(job.formats),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 import anyio
 from starlette.concurrency import run_in_threadpool
@@ -90,7 +90,7 @@ class LiveSpeech:
             if not self.ended:
                 await run_in_threadpool(cancel_speech, self.services, self.caller, self.job_id)
 
-    async def _pieces(self) -> AsyncIterator[bytes]:
+    async def _pieces(self) -> AsyncGenerator[bytes]:
         """New bytes of the track after every event or poll (often none), to the end of the track."""
         await self.subscription.open()
         async for chunk in audio_made_so_far(self.services, self.job_id):  # before this listened: nothing is missed

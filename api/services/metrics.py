@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ApiServices
 from api.services.admin import broker_depth
 from api.services.worker_report import RedisUnavailable, announced_workers
-from core.job_states import QUEUE_KINDS, JobState
+from core.job_states import QUEUE_KINDS, JobState, QueueKind
 from core.models import Job, ScriptJob, utc_now
 from core.worker_presence import SupervisedWorker, WorkerStatus
 
@@ -34,7 +34,7 @@ class InstallationState:
     jobs: dict[tuple[str, str], int]  # (queue, state): jobs
     oldest_queued: dict[str, datetime]  # queue: when its longest-waiting job was sent
     script_jobs: dict[tuple[str, str], int]  # (task, state): script jobs
-    broker_depth: dict[str, int] | None  # queue: messages waiting in the broker
+    broker_depth: dict[QueueKind, int] | None  # queue: messages waiting in the broker
     workers: list[WorkerStatus] | None
     supervised: SupervisedWorker | None  # `voxcast serve`'s worker; None elsewhere
 
@@ -119,8 +119,8 @@ def _job_metrics(state: InstallationState) -> Iterator[Metric]:
         oldest.add_metric([queue], 0.0 if since is None else max(0.0, (now - since).total_seconds()))
     yield oldest
     scripts = GaugeMetricFamily("voxcast_script_jobs", "Script jobs kept, by task and state", labels=["task", "state"])
-    for (task, job_state), count in sorted(state.script_jobs.items()):
-        scripts.add_metric([task, job_state], count)
+    for (task, script_state), count in sorted(state.script_jobs.items()):
+        scripts.add_metric([task, script_state], count)
     yield scripts
     yield GaugeMetricFamily("voxcast_redis_up", "Whether Redis answered this scrape", value=state.workers is not None)
     if state.broker_depth is not None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import select
-from sqlalchemy.orm import Mapped, Session
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from api.deps import Caller
 from api.errors import NotFound
 
 
 class OwnedRow(Protocol):
-    owner_id: Mapped[int]
+    """A mapped row with an owner (`Voice`, `Show`, `Job`, `ScriptJob`); on an instance, `owner_id` is an int."""
+
+    @property
+    def owner_id(self) -> int: ...
 
 
 Row = TypeVar("Row", bound=OwnedRow)
@@ -26,9 +29,9 @@ def owned_row(session: Session, caller: Caller, model: type[Row], row_id: str, m
     return row
 
 
-def visible_rows(session: Session, caller: Caller, model: type[Row], order_by: object) -> list[Row]:
+def visible_rows(session: Session, caller: Caller, model: type[Row], order_by: QueryableAttribute[Any]) -> list[Row]:
     """Every row of `model` this key may see (an admin sees every key's), in `order_by` order."""
     query = select(model).order_by(order_by)
     if not caller.is_admin:
-        query = query.where(model.owner_id == caller.key_id)
+        query = query.filter_by(owner_id=caller.key_id)
     return list(session.scalars(query))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from api.deps import ApiServices, Caller
@@ -24,6 +24,7 @@ from api.services.cancellation import request_cancel
 from api.services.job_limits import check_in_flight
 from api.services.ownership import owned_row
 from api.services.worker_report import RedisUnavailable
+from core.db import rows_changed
 from core.job_states import FINAL_STATES, JobState
 from core.models import ScriptJob, utc_now
 from core.storage import new_id
@@ -41,6 +42,8 @@ from script_text.parser import parse_script
 from workers.celery_app import enqueue_script
 
 logger = logging.getLogger(__name__)
+# A declarative class's `__table__` is its `Table`; SQLAlchemy types it as any `FromClause`.
+_SCRIPT_JOBS = cast(Table, ScriptJob.__table__)
 
 _T = TypeVar("_T")
 DEFAULT_HOSTS = 2
@@ -91,7 +94,7 @@ def submit_script(
         enqueue_script(services.celery, settings.redis_namespace, job.id)
     except Exception as error:
         with services.database.session() as session:
-            session.execute(ScriptJob.__table__.delete().where(ScriptJob.id == job.id))
+            session.execute(_SCRIPT_JOBS.delete().where(ScriptJob.id == job.id))
         logger.warning("could not queue a script job; nothing kept", extra={"script_id": job.id, "error": str(error)})
         raise RedisUnavailable(
             "the job queue (Redis) did not take the script job, so nothing was stored; try again shortly"
@@ -126,11 +129,11 @@ def delete_script(session: Session, caller: Caller, script_id: str) -> None:
     """Delete a script job that has ended (it has no files: its row is all of it)."""
     job = owned_script(session, caller, script_id)
     deleted = session.execute(
-        ScriptJob.__table__.delete().where(
+        _SCRIPT_JOBS.delete().where(
             ScriptJob.id == script_id, ScriptJob.state.in_([state.value for state in FINAL_STATES])
         )
     )
-    if deleted.rowcount != 1:
+    if rows_changed(deleted) != 1:
         raise Conflict(
             f"script job {script_id} is {job.state}; cancel it first (DELETE /v1/scripts/{script_id}), then delete "
             "it once it is cancelled"
@@ -142,8 +145,8 @@ def script_view(job: ScriptJob) -> ScriptView:
     options = job.options
     return ScriptView(
         id=job.id,
-        task=job.task,  # type: ignore[arg-type]
-        state=job.state,  # type: ignore[arg-type]
+        task=job.task,
+        state=job.state,
         names=options.get("names"),
         minutes=options.get("minutes"),
         tone=options.get("tone"),
@@ -151,7 +154,7 @@ def script_view(job: ScriptJob) -> ScriptView:
         attempts=[ScriptAttemptView(**entry) for entry in job.attempt_log],
         max_attempts=job.max_attempts,
         script=job.script,
-        via=job.via,  # type: ignore[arg-type]
+        via=job.via,
         speakers=[speaker.name for speaker in script.speakers] if script is not None else [],
         words=sum(len(turn.text.split()) for turn in script.turns) if script is not None else None,
         notes=list(job.notes),

@@ -150,7 +150,7 @@ def submit_speech(services: ApiServices, caller: Caller, body: SpeechRequest) ->
     options = JobOptions(
         voices={"1": voice_id},
         mode="whole",
-        formats=[_JOB_FORMAT[body.response_format]],  # type: ignore[list-item]
+        formats=[_JOB_FORMAT[body.response_format]],
         settings=body.settings,
         queue="interactive",
         priority=SPEECH_PRIORITY,

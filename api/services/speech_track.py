@@ -70,7 +70,9 @@ class SpeechTrack:
         self.position += 1
         self.frames_sent = self.samples_sent = 0
         rest += self._silences()
-        return rest + b"".join(self._carry_on(chunk) for chunk in self.early.pop(self.segment, []))
+        segment = self.segment
+        early = self.early.pop(segment, []) if segment is not None else []
+        return rest + b"".join(self._carry_on(chunk) for chunk in early)
 
     def _silences(self) -> bytes:
         """The silences from `position` up to the next segment, moving past them."""

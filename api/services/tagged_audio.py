@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+from typing import TypedDict
 
 from api.downloads import StoredTail, Validators
 from api.services.artwork import ARTWORK_MEDIA_TYPES
@@ -81,7 +82,12 @@ def _changes(episode: Episode | None) -> list[datetime]:
     return [] if episode is None else [episode.updated_at, episode.show.updated_at]
 
 
-def _artwork_tags(data: DataFolder, show: Show | None) -> dict[str, object]:
+class _ArtworkTags(TypedDict, total=False):
+    artwork: bytes
+    artwork_type: str
+
+
+def _artwork_tags(data: DataFolder, show: Show | None) -> _ArtworkTags:
     if show is None or show.artwork_format is None:
         return {}
     path = data.show_artwork(show.id, show.artwork_format)

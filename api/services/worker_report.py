@@ -53,7 +53,7 @@ def _running_jobs(services: ApiServices) -> list[tuple[str, str]]:
     """(job id, holder) of every running job."""
     with services.database.session() as session:
         rows = session.execute(select(Job.id, Job.worker).where(Job.state == JobState.RUNNING, Job.worker.is_not(None)))
-        return [(job_id, holder) for job_id, holder in rows]
+        return [(job_id, holder) for job_id, holder in rows if holder is not None]  # none is: the query says so
 
 
 async def generation_limits(services: ApiServices) -> GenerationLimits | None:

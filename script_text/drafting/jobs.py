@@ -161,7 +161,8 @@ def normalise_transcript(
         raise DraftInputError("text", "the transcript is empty")
     cleaned = clean_transcript(text)
     if not force_model:
-        for via, candidate in (("parser", text), ("cleanup", cleaned)):
+        tries: tuple[tuple[Via, str], ...] = (("parser", text), ("cleanup", cleaned))
+        for via, candidate in tries:
             try:
                 return _finished(parse_script(candidate), via, attempts=0)
             except ScriptError:
