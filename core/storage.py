@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 import numpy as np
 import soundfile as sf
@@ -88,6 +88,9 @@ def _as_no_space(error: BaseException, target: Path) -> BaseException:
     return error
 
 
+_Result = TypeVar("_Result")
+
+
 class _ErrorKeepingFile:
     """A binary file handle that remembers the first OSError of its writes and seeks, and re-raises it."""
 
@@ -110,7 +113,7 @@ class _ErrorKeepingFile:
     def flush(self) -> None:
         self._kept(self._handle.flush)
 
-    def _kept(self, operation: Callable[..., Any], *args: Any) -> Any:
+    def _kept(self, operation: Callable[..., _Result], *args: Any) -> _Result:
         try:
             return operation(*args)
         except OSError as error:
@@ -125,6 +128,7 @@ def write_audio(path: Path, samples: np.ndarray, subtype: str) -> Path:
 
 def read_audio(path: Path) -> np.ndarray:
     """24 kHz mono float32 samples from a WAV written by `write_audio`."""
+    samples: np.ndarray  # soundfile is untyped
     samples, sample_rate = sf.read(path, dtype="float32", always_2d=False)
     if sample_rate != SAMPLE_RATE:
         raise ValueError(f"{path}: expected {SAMPLE_RATE} Hz audio, found {sample_rate} Hz")

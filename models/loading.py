@@ -14,7 +14,7 @@ import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from transformers import (
@@ -106,8 +106,8 @@ def load_model(source: str, *, device: str | None = None, dtype: str | None = No
     if source == TINY_RANDOM:
         from models.tiny_checkpoint import write_tiny_checkpoint
 
-        with tempfile.TemporaryDirectory(prefix="voxcast-tiny-") as folder:
-            loaded = load_checkpoint_folder(write_tiny_checkpoint(folder), target_device, target_dtype)
+        with tempfile.TemporaryDirectory(prefix="voxcast-tiny-") as tiny_folder:
+            loaded = load_checkpoint_folder(write_tiny_checkpoint(tiny_folder), target_device, target_dtype)
         loaded.source = TINY_RANDOM
         return loaded
     folder = Path(source).expanduser()
@@ -168,7 +168,7 @@ def load_checkpoint_folder(
         model.generation_config.pad_token_id = config.pad_token_id
     _check_loading_info(folder, info)
     leave_levelling_to_the_voice_prompt(processor)
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]  # transformers' wrapper around `to` misstates its arguments
     logger.info("model loaded", extra={"folder": str(folder), "layout": layout, "device": str(device)})
     return LoadedModel(model, processor, source or str(folder), layout, device, dtype)
 
@@ -176,8 +176,12 @@ def load_checkpoint_folder(
 def _from_pretrained(folder: Path, **kwargs: Any) -> tuple[VibeVoiceForConditionalGeneration, dict[str, Any]]:
     try:
         # Mismatched shapes are collected and refused by `_check_loading_info`, with the names of the weights.
-        return VibeVoiceForConditionalGeneration.from_pretrained(
-            folder, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+        # Typed as returning the model alone; with `output_loading_info` it returns (model, info).
+        return cast(
+            tuple[VibeVoiceForConditionalGeneration, dict[str, Any]],
+            VibeVoiceForConditionalGeneration.from_pretrained(
+                folder, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+            ),
         )
     except (OSError, ValueError, RuntimeError) as error:
         raise ModelLoadError(f"cannot load the weights in {folder}: {_first_line(error)}") from error
@@ -257,7 +261,7 @@ def _special_token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
     ids = {}
     for role, token in names.items():
         token_id = tokenizer.convert_tokens_to_ids(token)
-        if token_id is None or token_id == tokenizer.unk_token_id:
+        if token_id is None or isinstance(token_id, list) or token_id == tokenizer.unk_token_id:  # one token: an int
             raise ModelLoadError(f"the tokenizer has no {token} token, which VibeVoice needs for {role}")
         ids[role] = token_id
     return ids

@@ -44,6 +44,7 @@ class PromptInputs:
         }
         if self.input_values is not None:
             kwargs["input_values"] = self.input_values.to(device, dtype)
+            assert self.padding_mask is not None  # the processor gives the mask with the voices' samples
             kwargs["padding_mask"] = self.padding_mask.to(device)
         return kwargs
 

@@ -62,6 +62,7 @@ from webui.render import (
     history_rows,
     job_progress_html,
     live_parts_html,
+    progress_text,
     question,
     regeneration_plan_html,
     script_error_html,
@@ -270,6 +271,22 @@ def _job_in_state(state: str, **fields: object) -> JobView:
     return JobView.model_construct(**(base | {"state": state, "progress": progress, "error": None} | fields))
 
 
+def test_history_and_admin_say_what_generate_says_of_a_jobs_progress() -> None:
+    """Issue 38: History said 99% while Generate said "finishing", and a job handed back at a stop "Queued 99%"."""
+    past = JobProgress(
+        frames_done=70, frames_planned=60, audio_seconds_done=9.0, audio_seconds_planned=8.0, segments_done=0,
+        segments_total=1, eta_seconds=None,
+    )  # fmt: skip
+    finishing = _job_in_state("running", progress=past)
+    assert progress_text(finishing) == "finishing"
+    assert "finishing" in job_progress_html(JobSnapshot(finishing, ProgressFigures.of_job(finishing)))
+    handed_back = _job_in_state("queued", progress=past, audio_seconds=None, created_at=datetime(2026, 12, 3, 14, 0))
+    assert progress_text(handed_back) == "waiting"
+    assert history_rows([handed_back])[0][2] == "waiting"
+    assert progress_text(_job_in_state("running")) == "50%"
+    assert progress_text(_job_in_state("done")) == "100%"
+
+
 def test_a_cancelled_job_tells_its_owner_what_to_do_and_a_deleted_one_says_it_was_deleted() -> None:
     job = _job_in_state("cancelled")
     shown = job_progress_html(JobSnapshot(job, ProgressFigures.of_job(job)))
@@ -325,7 +342,10 @@ def test_the_workers_view_shows_rows_and_kv_blocks_in_use_jobs_held_and_the_supe
     assert "<td>3 of 16 (+2 waiting)</td>" in cells and "<td>40 of 512</td>" in cells and "<td>12.5</td>" in cells
     assert cells.endswith("<td>2</td>")  # the jobs it holds
     # the decode step it fell back to, and why on hover
-    assert '<td title="the graphs step differs from the eager step by 3.0e-01 of the latents&#x27; RMS">eager</td>' in cells
+    assert (
+        '<td title="the graphs step differs from the eager step by 3.0e-01 of the latents&#x27; RMS">eager</td>'
+        in cells
+    )
     assert "Supervised worker: running, 2 restarts; last exit: killed by SIGKILL." in shown
     idle = workers_html(WorkerList.model_construct(workers=[], supervised=None))
     assert "No worker is running" in idle and "Supervised" not in idle
