@@ -550,6 +550,7 @@ def release_abandoned_jobs(
                 .values(
                     state=TRANSITIONS[Transition.GIVE_UP].target,
                     worker=None,
+                    death_charged_to=Job.worker,
                     worker_deaths=deaths,
                     finished_at=now,
                     error=worker_deaths_error(max_worker_deaths),
@@ -559,7 +560,10 @@ def release_abandoned_jobs(
         )
         queued = list(
             session.execute(
-                update(Job).where(running, ~last_chance).values(**requeued, worker_deaths=deaths).returning(*returned)
+                update(Job)
+                .where(running, ~last_chance)
+                .values(**requeued, worker_deaths=deaths, death_charged_to=Job.worker)
+                .returning(*returned)
             ).all()
         )
         queued += session.execute(
@@ -573,6 +577,20 @@ def release_abandoned_jobs(
         for rows, was_failed in ((failed, True), (queued, False))
         for job_id, queue, priority, deaths in rows
     ]
+
+
+@retry_transient
+def forgive_death(database: Database, job: ClaimedJob) -> bool:
+    """This worker held `job`, went silent (paused: SIGSTOP, a frozen host), was taken for dead, and wakes to find the
+    job taken back: it lives, so the death charged to it is taken back (`worker_deaths` - 1, `handbacks` + 1). False
+    when no death was charged to this holder (the job was handed back, or charged to another)."""
+    with database.session() as session:
+        forgiven = session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.death_charged_to == job.holder, Job.worker_deaths > 0)
+            .values(worker_deaths=Job.worker_deaths - 1, handbacks=Job.handbacks + 1, death_charged_to=None)
+        )
+        return rows_changed(forgiven) == 1
 
 
 # The api's transitions and writes: in the caller's session, committed with the rest of its request.

@@ -116,6 +116,9 @@ class Job(Base):
     # Attempts its worker gave back on a planned stop (SIGTERM, its server gone): queued again, never a death.
     handbacks: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker: Mapped[str | None] = mapped_column(String(200), default=None)  # who holds the job while running
+    # The holder its last worker death was charged to (a silent worker, taken for dead): if that holder turns out to
+    # live (it was paused, and wakes to find the job gone), the death is taken back (`job_repository.forgive_death`).
+    death_charged_to: Mapped[str | None] = mapped_column(String(200), default=None)
     # Held by its worker but not yet running: claimed, and waiting for the worker to let it start (its quarantine:
     # a suspect waits for the others, the others for a suspect). A death of that worker now is not counted against it.
     waiting: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

@@ -212,3 +212,21 @@ def test_only_a_process_that_died_is_charged_a_death(database: Database) -> None
     assert counts[paused.id] == ("queued", 1, 0)
     assert counts[killed.id] == ("queued", 0, 1)
     assert not job_repository.beat(database, paused)  # the paused worker learns at its next beat that it lost it
+
+
+def test_a_silent_holder_that_wakes_takes_back_the_death_charged_to_it(database: Database) -> None:
+    """Taken for dead (silent, not announced: SIGSTOP looks so from outside), the job is charged a death and runs
+    again elsewhere; the paused holder wakes, finds the job gone, and lives: the death is taken back, once."""
+    paused = _held(database, "host:20:1")
+    later = job_repository.utc_now() + timedelta(seconds=120)
+    (released,) = job_repository.release_abandoned_jobs(database, stale_after=60, max_worker_deaths=3, now=later)
+    assert released.worker_deaths == 1
+    again = job_repository.claim_job(database, paused.id, "host:21:1", stale_after=60)
+    assert isinstance(again, job_repository.ClaimedJob)
+    assert not job_repository.forgive_death(database, again)  # nothing was charged to the new holder
+    assert not job_repository.beat(database, paused)  # the paused holder wakes: the job is not its own any more
+    assert job_repository.forgive_death(database, paused)
+    assert not job_repository.forgive_death(database, paused)  # once
+    with database.session() as session:
+        job = session.get_one(Job, paused.id)
+        assert (job.worker_deaths, job.handbacks, job.worker) == (0, 1, "host:21:1")

@@ -96,7 +96,10 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             _hand_back(services, job, claimed_at)
         except LeaseLost:
             taken_over = True
-            logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id})
+            # It was taken back while this worker was silent (paused, or cut off): this process lives, so a death
+            # charged to it for that is taken back.
+            forgiven = job_repository.forgive_death(services.database, job)
+            logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id, "forgiven": forgiven})
         except EngineDied:
             raise  # not the job's failure: it stays running under this process, which ends
         except DatabaseUnavailable as error:
