@@ -672,7 +672,7 @@ class HealthView(BaseModel):
     workers: int = Field(description="live workers (announced in Redis within the last few heartbeats)")
     stalled_loops: list[str] = Field(
         default_factory=list,
-        description='background loops a worker runs (its sweeper, its announcements) that have not completed a round '
+        description="background loops a worker runs (its sweeper, its announcements) that have not completed a round "
         'in time, as "<worker>: <loop>"; any makes the service degraded',
     )
     supervised_worker: SupervisedWorkerHealth | None = Field(description="the worker `voxcast serve` supervises")

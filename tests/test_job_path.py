@@ -34,7 +34,6 @@ from workers.job_execution import execute_job
 from workers.job_stops import HandedBack
 from workers.worker_services import WorkerServices
 
-
 # Three short turns in turns mode: three segments, a few seconds of generation in all.
 SCRIPT = "Alice: Hello and welcome.\nBob: Thanks, glad to be here.\nAlice: Let us begin.\n"
 
