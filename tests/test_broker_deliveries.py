@@ -9,30 +9,12 @@ from pathlib import Path
 
 import redis
 
-from core.api_keys import create_api_key
 from core.db import Database
-from core.job_repository import create_job
 from core.job_states import JobState
 from core.settings import Settings
+from tests.test_job_repository import job_in_state
 from workers.celery_app import create_celery_app, enqueue_job, queue_name
 from workers.sweeper import drop_ended_deliveries, unacked_deliveries
-
-
-def _job(database: Database, state: JobState) -> str:
-    generation = {"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0}
-    with database.session() as session:
-        job = create_job(
-            session,
-            id=uuid.uuid4().hex,
-            owner_id=create_api_key(session, "owner").id,
-            mode="turns",
-            queue="batch",
-            generation=generation,
-            formats=["wav"],
-            voices={"0": "voice"},
-        )
-        job.state = state  # a fixture's row, in the state under test
-        return job.id
 
 
 def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
@@ -45,7 +27,7 @@ def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
         data_dir=tmp_path, database_url=database_url, redis_url=service_redis_url, redis_namespace=namespace
     )
     client = redis.Redis.from_url(service_redis_url)
-    ended, running = _job(database, JobState.DONE), _job(database, JobState.RUNNING)
+    ended, running = job_in_state(database, JobState.DONE), job_in_state(database, JobState.RUNNING)
     app = create_celery_app(settings, include=())
     connection = app.connection_for_read()
     try:

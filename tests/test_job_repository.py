@@ -121,7 +121,8 @@ def test_every_transition_outside_the_table_raises_naming_both_states(transition
         assert f"from {state} to {target}" in str(refused.value) and refused.value.current is state
 
 
-def _job(database: Database, state: JobState) -> str:
+def job_in_state(database: Database, state: JobState) -> str:
+    """A job of a key of its own, stored in `state` (a fixture's row); its id."""
     generation = {"cfg_scale": 1.3, "diffusion_steps": 2, "seed": 5, "max_segment_seconds": 120.0}
     with database.session() as session:
         job = job_repository.create_job(
@@ -155,7 +156,7 @@ def test_the_api_transitions_move_only_what_the_table_allows(database: Database)
     for transition, call in api_transitions.items():
         move = TRANSITIONS[transition]
         for state in JobState:
-            job_id = _job(database, state)
+            job_id = job_in_state(database, state)
             if state in move.sources:
                 with database.session() as session:
                     call(session, job_id)
@@ -169,7 +170,7 @@ def test_the_api_transitions_move_only_what_the_table_allows(database: Database)
 
 def test_a_cancel_stops_what_runs_ends_what_waits_and_refuses_what_ended(database: Database) -> None:
     for state, after in {JobState.QUEUED: JobState.CANCELLED, JobState.RUNNING: JobState.RUNNING}.items():
-        job_id = _job(database, state)
+        job_id = job_in_state(database, state)
         with database.session() as session:
             job_repository.cancel(session, job_id)
             job_repository.cancel(session, job_id)  # asked again: nothing changes, nothing refused
@@ -177,14 +178,14 @@ def test_a_cancel_stops_what_runs_ends_what_waits_and_refuses_what_ended(databas
         with database.reading() as session:
             assert session.get_one(Job, job_id).cancel_requested  # a running one's worker reads it
     for state in (JobState.DONE, JobState.FAILED):
-        job_id = _job(database, state)
+        job_id = job_in_state(database, state)
         with pytest.raises(IllegalTransition, match=f"job {job_id} is {state}"), database.session() as session:
             job_repository.cancel(session, job_id)
         assert _state(database, job_id) is state
 
 
 def _held(database: Database, holder: str) -> job_repository.ClaimedJob:
-    job_id = _job(database, JobState.QUEUED)
+    job_id = job_in_state(database, JobState.QUEUED)
     held = job_repository.claim_job(database, job_id, holder, stale_after=60)
     assert isinstance(held, job_repository.ClaimedJob)
     job_repository.mark_started(database, held)
