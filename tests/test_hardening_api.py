@@ -210,6 +210,7 @@ def test_another_owners_ids_are_404_on_every_route(
 # The routes a podcast app reaches with no key: the show's feed token in the path is what admits it.
 FEED_PATHS = (
     "/feeds/{token}.xml",
+    "/feeds/{token}.html",  # the show's public page, the feed's channel link
     "/feeds/{token}/artwork/{version}.{extension}",
     "/feeds/{token}/episodes/{job_id}.mp3",
     "/feeds/{token}/episodes/{job_id}.json",

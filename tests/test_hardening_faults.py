@@ -304,7 +304,7 @@ def test_database_connections_dropped_mid_job_are_reopened(
     assert job["state"] == "done", job["error"]
     assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 200
     worker_log = (stack.root / "worker-0.log").read_text(errors="replace")
-    assert "database connection lost; trying again" in worker_log
+    assert "database not available; trying again" in worker_log
 
 
 # --- d: the disk fills up while the episode is written -----------------------------------------------------------
