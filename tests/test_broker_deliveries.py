@@ -9,12 +9,13 @@ from pathlib import Path
 
 import redis
 
+from core import job_repository
 from core.db import Database
 from core.job_states import JobState
 from core.settings import Settings
 from tests.test_job_repository import job_in_state
-from workers.celery_app import create_celery_app, enqueue_job, queue_name
-from workers.sweeper import drop_ended_deliveries, unacked_deliveries
+from workers.celery_app import create_celery_app, enqueue_job, priority_list_keys, queue_name
+from workers.sweeper import drop_ended_deliveries, job_ids_in_broker, send_back, unacked_deliveries
 
 
 def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
@@ -39,6 +40,40 @@ def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
         assert drop_ended_deliveries(client, namespace, database) == [ended]
         assert list(unacked_deliveries(client, namespace).values()) == [running]
         assert client.zcard(f"{namespace}:unacked_index") == 1
+    finally:
+        for key in client.scan_iter(match=f"{namespace}*"):
+            client.delete(key)
+        connection.release()
+
+
+def test_a_job_sent_back_keeps_one_message_when_its_old_delivery_is_put_back(
+    database: Database, database_url: str, service_redis_url: str, tmp_path: Path
+) -> None:
+    """A worker stopped on purpose holds a job's delivery unacknowledged; the job is handed back and sent again.
+    When that worker's channel then closes (kombu puts back what it never acknowledged, as serve's next start does
+    with its private Redis) the job still has exactly one message: the old delivery went before the new was sent."""
+    namespace = f"deliveries-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        data_dir=tmp_path, database_url=database_url, redis_url=service_redis_url, redis_namespace=namespace
+    )
+    client = redis.Redis.from_url(service_redis_url)
+    process = "stopped-host:4242"
+    job_id = job_in_state(database, JobState.QUEUED)
+    app = create_celery_app(settings, include=())
+    enqueue_job(app, namespace, job_id, "batch", 5)
+    connection = app.connection_for_read()
+    try:
+        message = connection.default_channel.basic_get(queue_name(namespace, "batch"), no_ack=False)
+        assert message is not None and message.headers["id"] == job_id
+        assert job_repository.claim_job(database, job_id, f"{process}:1", stale_after=60) is not None
+        handed_back = job_repository.hand_back_process_jobs(database, process)
+        assert [job.id for job in handed_back] == [job_id]
+        assert send_back(settings, database, app, handed_back, "the worker was stopped") == [job_id]
+        assert unacked_deliveries(client, namespace) == {}
+        connection.default_channel.close()  # its unacknowledged deliveries go back to their queue, if any are left
+        assert sorted(job_ids_in_broker(client, namespace)) == [job_id]
+        waiting = sum(client.llen(key) for key in priority_list_keys(namespace, "batch"))
+        assert waiting == 1, f"the job has {waiting} messages waiting"
     finally:
         for key in client.scan_iter(match=f"{namespace}*"):
             client.delete(key)

@@ -88,6 +88,18 @@ def drop_deliveries(client: redis.Redis, namespace: str, tags: Collection[bytes]
         pipeline.execute()
 
 
+def drop_deliveries_of(client: redis.Redis, namespace: str, job_ids: Collection[str]) -> None:
+    """Forget the unacknowledged deliveries of these jobs: each is about to be sent again, and its old delivery must
+    not come back too (a stopped worker's channel, or serve's next start, puts what it never acknowledged back in
+    the queue: the job would then have two messages, and one would find it taken)."""
+    if not job_ids:
+        return
+    wanted = set(job_ids)
+    drop_deliveries(
+        client, namespace, [tag for tag, job_id in unacked_deliveries(client, namespace).items() if job_id in wanted]
+    )
+
+
 def drop_ended_deliveries(client: redis.Redis, namespace: str, database: Database) -> list[str]:
     """Forget the unacknowledged deliveries of jobs and script jobs that have ended; their ids."""
     deliveries = unacked_deliveries(client, namespace)
@@ -106,9 +118,13 @@ def drop_ended_deliveries(client: redis.Redis, namespace: str, database: Databas
 def send_back(
     settings: Settings, database: Database, celery: Celery, abandoned: list[AbandonedJob], why: str
 ) -> list[str]:
-    """Enqueue the abandoned jobs that were queued again; log the ones the guard failed, which count what their folder
-    holds from now on (not what they were expected to write); returns the ids sent."""
+    """Enqueue the abandoned jobs that were queued again, each in place of its old delivery (dropped first: a job has
+    one message at a time); log the ones the guard failed, which count what their folder holds from now on (not what
+    they were expected to write); returns the ids sent."""
     resent = []
+    queued_again = [job.id for job in abandoned if not job.failed]
+    if queued_again:
+        drop_deliveries_of(redis.Redis.from_url(settings.redis_url), settings.redis_namespace, queued_again)
     for job in abandoned:
         where = {"job_id": job.id, "worker_deaths": job.worker_deaths}
         if job.failed:
@@ -168,16 +184,6 @@ def sweep(
             stale_after=settings.stale_after_seconds,
             max_worker_deaths=settings.max_worker_deaths,
             living=living,
-        )
-        taken_back = {job.id for job in abandoned}  # their old deliveries go before their new messages are sent
-        drop_deliveries(
-            client,
-            settings.redis_namespace,
-            [
-                tag
-                for tag, job_id in unacked_deliveries(client, settings.redis_namespace).items()
-                if job_id in taken_back
-            ],
         )
         resent = send_back(settings, database, celery, abandoned, "worker went silent")
     drop_ended_deliveries(client, settings.redis_namespace, database)

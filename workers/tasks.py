@@ -23,6 +23,7 @@ import functools
 import logging
 from typing import Any
 
+import redis
 from celery import signals
 from celery.exceptions import Reject
 
@@ -43,7 +44,7 @@ from workers.lifeline import end_process, end_within, watch_lifeline
 from workers.presence import Presence
 from workers.regeneration import REGENERATE_TASK
 from workers.supervisor import EXIT_ENGINE_DEAD, EXIT_MODEL_NOT_LOADED
-from workers.sweeper import Sweeper, send_back
+from workers.sweeper import Sweeper, drop_deliveries_of, send_back
 from workers.worker_services import WorkerServices, process_name
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,11 @@ def _send_again(services: WorkerServices, handed: HandedBack) -> None:
     `run_job`: it generates the segments its regeneration set back to pending, as the sweeper's does)."""
     job = handed.job
     try:
+        # This delivery goes first: were it still unacknowledged when the process ends (the stop's bound reached
+        # before the acknowledgement), serve's next start would put it back beside the new message.
+        drop_deliveries_of(
+            redis.Redis.from_url(services.settings.redis_url), services.settings.redis_namespace, [job.id]
+        )
         enqueue_job(app, services.settings.redis_namespace, job.id, queue_kind(job.queue), job.priority)
     except Exception:  # the broker is gone: the job is queued in the database, where a sweeper finds it
         logger.warning("could not send a handed-back job again", extra={"job_id": job.id}, exc_info=True)
