@@ -7,7 +7,6 @@ exactly like one that does not exist, so ids cannot be probed.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from api.params import ARTWORK_VERSION_PATTERN, FEED_TOKEN_PATTERN, ID_PATTERN
 from api.schemas import PRINTABLE_TEXT, ErrorMessage, ValidationErrors
 from core.db import DatabaseUnavailable, is_transient
+from core.storage import is_disk_full
 
 logger = logging.getLogger(__name__)
-_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 
 # What a pattern means, for the 422 of a value that does not match it (pydantic would quote the regex).
 _PATTERN_RULES = {
@@ -192,7 +191,7 @@ async def _storage_error(_request: Request, error: Exception) -> JSONResponse:
 
     Any other OS error is a fault of ours and goes on to the server's 500.
     """
-    if not isinstance(error, OSError) or error.errno not in _DISK_FULL:
+    if not is_disk_full(error):
         raise error
     logger.error("disk full while storing a request", extra={"error": str(error)})
     detail = "the server's disk is full, so nothing was stored; try again later (an operator must free space)"

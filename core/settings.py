@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     # how long a database write that met "not now" (a restart, a failover) is tried again before the work is handed
     # back (`core.db.retry_transient`)
     database_retry_seconds: float = Field(60.0, gt=0)
+    # how long a job whose write met a full data disk waits for space (generating nothing, its lease kept) and goes on
+    # from what it stored, before it fails saying so (`workers.job_execution`)
+    disk_full_wait_seconds: float = Field(300.0, ge=0)
     max_worker_deaths: int = Field(2, ge=1)  # a job whose attempts ended with their worker dead this often is failed
     max_jobs_in_flight: int = Field(4, ge=1)  # queued or running jobs per API key
     max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)  # one voice file

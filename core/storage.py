@@ -82,8 +82,14 @@ def write_durably(file: Path, write: Callable[[BinaryIO], object], *, target: Pa
         raise _as_no_space(guarded.error, target) from guarded.error
 
 
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` says the filesystem is full or the quota spent (a condition that passes once space is freed,
+    not a fault of what was being written)."""
+    return isinstance(error, OSError) and error.errno in _FULL_ERRNOS
+
+
 def _as_no_space(error: BaseException, target: Path) -> BaseException:
-    if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
+    if is_disk_full(error):
         return NoSpaceLeft(target)
     return error
 

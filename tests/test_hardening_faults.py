@@ -5,8 +5,9 @@
 - Redis killed while jobs run and wait, brought back empty: every job ends done, the api answers meanwhile;
 - every PostgreSQL connection of the api and the worker terminated mid-job: later requests succeed, the
   job ends done;
-- the data folder's disk full while the episode is written: the job fails saying so, leaves no cut-short
-  file, and once space is freed an admin retry completes it;
+- the data folder's disk full while the episode is written and still full past the job's wait for space: the job
+  fails saying so, leaves no cut-short file, and once space is freed an admin retry completes it (a disk freed
+  within the wait lets the job go on by itself: `tests/test_job_path.py`);
 - a checkpoint that does not load: the worker says so in one line and exits, the job waits queued for a
   worker that can run it;
 - out of memory in one request of a batched engine step: that request fails, the others go on.
@@ -347,8 +348,9 @@ def test_no_format_leaves_a_cut_short_file_on_a_full_disk(tmp_path: Path) -> Non
 def test_a_full_disk_fails_the_job_clearly_and_a_retry_completes_it(
     make_service_stack, voice_wav: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    # The data folder on a tmpfs of its own; the database beside it, so a full disk cannot hide the failure.
-    stack = make_service_stack(database_url=f"sqlite:///{tmp_path / 'voxcast.db'}")
+    # The data folder on a tmpfs of its own; the database beside it, so a full disk cannot hide the failure. The job
+    # waits 2 s for space (300 by default) before it fails.
+    stack = make_service_stack(database_url=f"sqlite:///{tmp_path / 'voxcast.db'}", disk_full_wait_seconds="2")
     with small_tmpfs(stack.root / "data", "24m") as data:
         stack.start_api()
         stack.start_worker()
@@ -370,6 +372,8 @@ def test_a_full_disk_fails_the_job_clearly_and_a_retry_completes_it(
         assert job["state"] == "failed"
         assert "no space left on the device to write" in job["error"], job["error"]
         assert "outputs/episode." in job["error"]  # the segments fitted; the episode did not
+        worker_log = (stack.root / "worker-0.log").read_text(errors="replace")
+        assert "the data folder's disk is full; the job waits for space" in worker_log
         folder = data / "jobs" / job_id
         assert all(row.state == "done" for row in segment_rows(stack, job_id))
         assert leftovers(folder) == []

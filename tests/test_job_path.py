@@ -8,12 +8,19 @@ The subprocess tests keep what needs a process boundary (kills, stops of serve, 
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -186,3 +193,70 @@ def test_one_regenerated_turn_is_the_only_segment_generated_again(path: JobPath)
     changed = {index for index in before if before[index] != after[index]}
     assert len(changed) == 1 and after[changed.pop()][0] == 4321
     assert path.view(job_id)["previous_take"] is not None  # the earlier take is kept until the listener chooses
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 32 MiB tmpfs for the data folder: a disk this test can fill and free (needs root and `mount`)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("filling a real disk needs root and `mount` (a tmpfs of its own); this run has neither")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Write a ballast file until the disk refuses a byte more; the ballast."""
+    ballast = folder / "ballast"
+    with ballast.open("wb") as handle:
+        try:
+            while True:
+                handle.write(bytes(1 << 16))
+                handle.flush()
+        except OSError as error:
+            assert error.errno == errno.ENOSPC, error
+    return ballast
+
+
+def test_a_full_disk_pauses_the_job_and_freed_space_lets_it_finish_as_an_undisturbed_run(
+    small_disk: Path, tmp_path: Path, engine: Engine, service_redis_url: str, voice_wav: Path
+) -> None:
+    """The data folder's disk fills while the job generates (its frames cannot be written): the job waits, keeps
+    its lease, and once space is freed goes on from what it stored, ending done on its first attempt with the
+    audio of a run the disk never disturbed (the database is on another disk, as PostgreSQL would be)."""
+    (tmp_path / "voice.wav").write_bytes(voice_wav.read_bytes())
+    settings = Settings(
+        data_dir=small_disk,
+        database_url=f"sqlite:///{tmp_path / 'voxcast.db'}",
+        redis_url=service_redis_url,
+        redis_namespace=f"voxcast-test-{uuid.uuid4().hex[:8]}",
+        single_user=True,
+        heartbeat_seconds=0.2,
+    )
+    with TestClient(create_app(settings)) as api:
+        path = JobPath(settings, engine, api)
+        reference, disturbed = path.submit(), path.submit()
+        execute_job(path.services, reference)
+        ballast = _fill(small_disk)
+        thread, raised = _run_in_thread(path.services, disturbed)
+        wait_until(
+            lambda: path.job(disturbed).state == JobState.RUNNING and path.job(disturbed).waiting is False,
+            "the job generating",
+        )
+        time.sleep(3)  # the job meets the full disk (its first frames' sync) and waits for space
+        assert thread.is_alive() and path.job(disturbed).state == JobState.RUNNING
+        ballast.unlink()
+        thread.join(120)
+        assert not thread.is_alive() and raised == []
+        view = path.view(disturbed)
+        assert (view["state"], view["attempts"], view["worker_deaths"], view["handbacks"]) == ("done", 1, 0, 0), view
+        episodes = [
+            sf.read(path.services.data.job(job_id).output("episode.wav"))[0] for job_id in (reference, disturbed)
+        ]
+        assert episodes[0].shape == episodes[1].shape
+        assert np.abs(episodes[0] - episodes[1]).max() <= 2**-15  # one 16-bit step (README: a resume's tolerance)
+        path.database.dispose()

@@ -112,3 +112,20 @@ def test_a_flush_writes_the_frames_since_the_last_sync_and_the_file_grows_on_fro
     write_frames(resumed, range(1, 2 * SYNC_EVERY + 3))
     resumed.flush()
     assert_holds(path, 2 * SYNC_EVERY + 2)
+
+
+def test_an_attempt_whose_file_another_took_goes_on_without_it(tmp_path: Path) -> None:
+    """This worker was silent and its job taken over: the other attempt stored the segment and discarded the file.
+    Appending here would write frames that do not start from the first, so this attempt stops keeping them, and
+    the segment goes on: no error, no file made again, and a discard afterwards still starts over cleanly."""
+    path = tmp_path / "0000.partial.frames"
+    partial = PartialFrames(path)
+    write_frames(partial, range(1, SYNC_EVERY + 1))
+    assert_holds(path, SYNC_EVERY)
+    path.unlink()  # the other attempt's discard
+    write_frames(partial, range(SYNC_EVERY + 1, 3 * SYNC_EVERY + 1))
+    partial.flush()
+    assert not path.exists()
+    partial.discard()  # the segment must start over here: its frames are kept again, from the first
+    write_frames(partial, range(1, SYNC_EVERY + 1))
+    assert_holds(path, SYNC_EVERY)

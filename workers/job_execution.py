@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from core.job_events import StateEvent
 from core.job_repository import ClaimedJob, PlannedSegment, SegmentRecord
 from core.job_scripts import read_script, script_path
 from core.job_states import JobState
-from core.storage import JobFolder, read_audio
+from core.storage import JobFolder, is_disk_full, read_audio
 from core.storage_usage import record_job_bytes
 from pipeline.podcast import PlacedSegment, lay_out
 from script_text.plan import Segment, plan_job, segment_seed
@@ -84,7 +85,7 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             with services.quarantine.run(suspect, started):
                 stops = JobStops(job.id, heartbeat.lost, cancelled, services.stopping)
                 try:
-                    audio_seconds = _run(services, job, stops, claimed_at)
+                    audio_seconds = _run_through_full_disk(services, job, stops, claimed_at)
                 except EngineDied:
                     # The process ends: a job waiting for its turn must not start on a dead engine and be charged
                     # the death; it is handed back instead.
@@ -158,6 +159,46 @@ def _finish(
         services.metrics.job_ended(job.queue, state, elapsed, audio_seconds=audio_seconds, error=error)
         services.events.publish(job.id, StateEvent(state=state, error=message))
         logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": message})
+
+
+def _run_through_full_disk(services: WorkerServices, job: ClaimedJob, stops: JobStops, claimed_at: float) -> float:
+    """`_run`; a write that meets a full data disk waits for space and runs again from what the job stored (its stored
+    segments are kept, a segment cut short resumes from its frames), for up to `disk_full_wait_seconds` in all.
+
+    A full disk is the host's condition, not the job's fault: failing the job (and every other job writing then)
+    for it would end good work an operator can save by freeing space. While it waits, the job keeps its lease and
+    still stops at once for a cancel, a planned stop or a lost lease.
+    """
+    budget = services.settings.disk_full_wait_seconds
+    waited = 0.0
+    while True:
+        try:
+            return _run(services, job, stops, claimed_at)
+        except OSError as error:
+            if not is_disk_full(error) or waited >= budget:
+                raise
+            pause = min(max(1.0, waited), _LONGEST_DISK_PAUSE, budget - waited)  # 1, 1, 2, 4, 8, 8 ... seconds
+            logger.warning(
+                "the data folder's disk is full; the job waits for space, then goes on from what it stored",
+                extra={"job_id": job.id, "error": str(error), "waited_seconds": round(waited, 1)},
+            )
+            waited += _pause(stops, pause)
+
+
+_LONGEST_DISK_PAUSE = 8.0  # seconds between tries on a full disk: space an operator frees is used within them
+
+
+def _pause(stops: JobStops, seconds: float) -> float:
+    """Sleep `seconds`, raising at once for whatever stops the job; the seconds slept."""
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        stops.check()
+        time.sleep(min(_STOP_CHECK_SECONDS, seconds - elapsed))
+    stops.check()
+    return time.monotonic() - started
+
+
+_STOP_CHECK_SECONDS = 0.2
 
 
 def _run(services: WorkerServices, job: ClaimedJob, stops: JobStops, claimed_at: float) -> float:

@@ -47,6 +47,7 @@ class PartialFrames:
         self._stored: Replay | None = self._read()
         self._pending = bytearray()  # records not yet written
         self._unsynced = 0  # frames among them
+        self._kept = True  # False once the file went from under this attempt: its frames are no longer written
 
     def stored(self) -> Replay | None:
         """The frames an earlier attempt made (their tokens and latents), or None when there are none to trust."""
@@ -58,7 +59,7 @@ class PartialFrames:
 
     def add(self, frame: int, tokens: tuple[int, ...], latent: np.ndarray) -> None:
         """Record frame number `frame` (from 1); the stored frames, which the replay hands back, are kept as is."""
-        if frame <= self.stored_frames:
+        if frame <= self.stored_frames or not self._kept:
             return
         if self._valid_bytes == 0 and not self._pending:
             self._pending += MAGIC + _HEADER.pack(latent.shape[-1])
@@ -80,12 +81,18 @@ class PartialFrames:
         self._unsynced = 0
         self._valid_bytes = 0
         self._stored = None
+        self._kept = True
         self.path.unlink(missing_ok=True)
 
     def _write(self) -> None:
         """Append the pending records after the last whole one on disk, and sync them."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "r+b" if self._valid_bytes else "wb") as handle:
+        try:
+            handle = open(self.path, "r+b" if self._valid_bytes else "wb")  # noqa: SIM115 (closed by the `with` below)
+        except FileNotFoundError:
+            self._let_go()
+            return
+        with handle:
             handle.truncate(self._valid_bytes)  # a torn record of an earlier attempt goes
             handle.seek(self._valid_bytes)
             handle.write(self._pending)
@@ -94,6 +101,17 @@ class PartialFrames:
         self._valid_bytes += len(self._pending)
         self._pending.clear()
         self._unsynced = 0
+
+    def _let_go(self) -> None:
+        """The file this attempt appends to is gone: another attempt of the job took it (this worker was silent long
+        enough for its job to be taken over, or the other stored the segment and discarded it). Frames must run from
+        the first, so this attempt's alone would be a wrong file: it stops keeping them, and the segment goes on (a
+        crash now costs its frames so far; a stale holder learns at its next heartbeat that the job is not its own)."""
+        logger.warning("partial frames gone from under this attempt; no longer kept", extra={"path": str(self.path)})
+        self._kept = False
+        self._pending.clear()
+        self._unsynced = 0
+        self._valid_bytes = 0
 
     def _read(self) -> Replay | None:
         try:
