@@ -11,14 +11,18 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from api.app import create_app
 from core.models import ScriptJob
+from core.settings import Settings
 from script_text.drafting.jobs import MAX_SOURCE_CHARS
 from tests.hardening import assert_healthy, assert_refused
 from tests.service_client import read_event_stream
@@ -381,3 +385,24 @@ def test_the_routes_are_in_the_openapi_document(stack) -> None:  # type: ignore[
     assert set(paths["/v1/scripts/{script_id}/events"]) == {"get"}
     body = paths["/v1/scripts"]["post"]["requestBody"]["content"]
     assert {"application/json", "multipart/form-data"} <= set(body)
+
+
+def test_a_single_user_install_is_refused_past_the_in_flight_limit_in_words_for_one_person(
+    tmp_path: Path, service_redis_url: str
+) -> None:
+    """No keys on a single-user install: the refusal speaks to the one person (no "this key") and still names the
+    setting whoever runs the server can raise."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis_url=service_redis_url,
+        redis_namespace=f"voxcast-test-{uuid.uuid4().hex[:8]}",
+        single_user=True,
+        max_jobs_in_flight=1,
+    )
+    with TestClient(create_app(settings)) as api:
+        first = api.post("/v1/scripts", json={"task": "draft", "material": NOTES})
+        assert first.status_code == 202, first.text  # no scripts worker here: it stays queued
+        refused = api.post("/v1/scripts", json={"task": "draft", "material": NOTES})
+        message = assert_refused(refused, 429, "you have 1 script job queued or running", "VOXCAST_MAX_JOBS_IN_FLIGHT")
+        assert "key" not in message, message
+        assert api.delete(f"/v1/scripts/{first.json()['id']}").status_code == 200

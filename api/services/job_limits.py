@@ -36,19 +36,29 @@ class GenerationLimits:
     context: ModelContext | None
 
 
-def check_in_flight(session: Session, kind: type[Job] | type[ScriptJob], owner_id: int, limit: int, what: str) -> None:
+def check_in_flight(
+    session: Session, kind: type[Job] | type[ScriptJob], owner_id: int, limit: int, what: str, *, single_user: bool
+) -> None:
     """429 when the key already has `limit` jobs of this kind (audio jobs, or script jobs: each counted apart) queued
-    or running (`VOXCAST_MAX_JOBS_IN_FLIGHT`)."""
+    or running (`VOXCAST_MAX_JOBS_IN_FLIGHT`). On a single-user install there are no keys to speak of: the refusal
+    is worded for the one person using it, still naming the setting its operator can raise."""
     count = session.scalar(
         select(func.count())
         .select_from(kind)
         .where(kind.owner_id == owner_id, kind.state.in_((JobState.QUEUED, JobState.RUNNING)))
     )
-    if count is not None and count >= limit:
+    if count is None or count < limit:
+        return
+    jobs = f"{count} {what.removesuffix('s') if count == 1 else what}"
+    if single_user:
         raise TooManyJobs(
-            f"this key has {count} {what} queued or running; the limit is {limit} (VOXCAST_MAX_JOBS_IN_FLIGHT). "
-            "Wait for one to end or cancel one."
+            f"you have {jobs} queued or running, as many as this server takes at once ({limit}; whoever "
+            "runs it can raise that with VOXCAST_MAX_JOBS_IN_FLIGHT). Wait for one to end or cancel one."
         )
+    raise TooManyJobs(
+        f"this key has {jobs} queued or running; the limit is {limit} (VOXCAST_MAX_JOBS_IN_FLIGHT). "
+        "Wait for one to end or cancel one."
+    )
 
 
 def check_script_length(text: str, max_chars: int) -> None:

@@ -136,9 +136,11 @@ def _store_job(
     warnings: Sequence[ScriptWarning],
 ) -> JobView:
     """The job's row and its folder of inputs, in one transaction; the view of the queued job."""
-    options = submission.options
+    options, settings = submission.options, services.settings
     with services.database.session() as session:
-        check_in_flight(session, Job, caller.key_id, services.settings.max_jobs_in_flight, "jobs")
+        check_in_flight(
+            session, Job, caller.key_id, settings.max_jobs_in_flight, "jobs", single_user=settings.single_user
+        )
         show = None if options.episode is None else check_episode(session, caller, options.episode, options.formats)
         stored, uploaded = _assign_voices(session, caller, plan.speakers, options.voices, uploads)
         voice_seconds = {speaker: voice.seconds for speaker, voice in stored.items()}

@@ -86,7 +86,10 @@ def submit_script(
         job.script, job.via, job.notes = finished.text, finished.via, list(finished.notes)
     with services.database.session() as session:
         if finished is None:
-            check_in_flight(session, ScriptJob, caller.key_id, settings.max_jobs_in_flight, "script jobs")
+            check_in_flight(
+                session, ScriptJob, caller.key_id, settings.max_jobs_in_flight, "script jobs",
+                single_user=settings.single_user,
+            )  # fmt: skip
         session.add(job)
     if finished is not None:
         return script_view(job), False
