@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # tests/tiers.py: what makes a test `slow` (the everyday tier leaves it out); tests/test_tiers.py runs pytest on small
 # made-up test files.
-pytest_plugins = ["pytester", "tests.tiers"]
+pytest_plugins = ["pytester", "tests.tiers", "tests.ordering"]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
 

@@ -43,11 +43,6 @@ def test_the_short_chaos_schedule_breaks_no_invariant(tmp_path: Path) -> None:
         "postgres_stop_immediate", "redis_kill_aof", "redis_kill_no_aof", "disk_full",
     }  # fmt: skip
     assert report["leftover_processes"] == []
-    if report["violations"]:
-        # Open in issue 37 (its note lists them with evidence): a request in flight at the api's stop answering 500, a
-        # script job through a PostgreSQL stop, a speech job failed by a full disk answering 502, a handed-back job
-        # failing on a partial-frames file gone, usage 1 MB short of the files. The run still checks every invariant
-        # and reports them; this turns back into a plain assertion once they are fixed.
-        pytest.xfail(f"invariants still broken (issue 37): {report['violations']}")
+    assert report["violations"] == [], report["violations"]
     assert report["responses_500"] == 0
     assert done.returncode == 0, done.stderr[-4000:]
