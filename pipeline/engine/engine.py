@@ -23,8 +23,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -62,6 +63,7 @@ from pipeline.engine.step_records import (
     RowOutcome,
     RunnerSpec,
     StepInput,
+    StepMode,
     WarmUpReport,
 )
 
@@ -99,6 +101,18 @@ class Runner(Protocol):
     def flush(self) -> list[RowOutcome]: ...
 
     def warm_up(self, diffusion_steps: int, max_keys: int) -> int: ...
+
+
+@runtime_checkable
+class FastPathRunner(Runner, Protocol):
+    """A runner with a step faster than its eager one (`runner.ModelRunner`), which `warm_up.prepare_to_serve`
+    checks against the eager step and falls back from; a runner without one (a fake, a simulated device) is not."""
+
+    dtype: torch.dtype
+
+    def fall_back(self, why: str) -> StepMode: ...
+
+    def eager_step(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -594,7 +608,7 @@ class Engine:
         """Take the request's row and blocks back; it waits again and will replay what it made, losing nothing."""
         self.active.pop(state.request_id)
         state.status = RequestStatus.PREEMPTED
-        self.runner.finish_request(state.request_id, state.row)
+        self.runner.finish_request(state.request_id, state.admitted_row)
         self._release(state)
         state.preemptions += 1
         self.preemptions += 1
@@ -618,7 +632,9 @@ class Engine:
         Returns the plan without the requests preempted on the way.
         """
         unread = self.runner.unread
-        needs = [(state, state.positive.length + tokens, None) for state, tokens in prefill]
+        needs: list[tuple[RequestState, int, int | None]] = [
+            (state, state.positive.length + tokens, None) for state, tokens in prefill
+        ]
         needs += [(state, state.positive.length + 1, 1 + (state.request_id in unread)) for state in decode]
         for state, positive, negative in needs:
             while state.status is RequestStatus.RUNNING:
@@ -628,6 +644,8 @@ class Engine:
                     break
                 except PoolExhausted:
                     victim = choose_victim([self._view(s) for s in self.active.values()])
+                    if victim is None:  # nothing admitted to take blocks from (the request itself is admitted)
+                        raise
                     self._preempt(self.active[victim], "the K/V pool ran dry")
         return (
             [(state, tokens) for state, tokens in prefill if state.status is RequestStatus.RUNNING],
@@ -643,7 +661,7 @@ class Engine:
         chunks = tuple(
             PrefillChunk(
                 state.request_id,
-                state.row,
+                state.admitted_row,
                 state.prefilled,
                 tokens,
                 state.positive.span(),
@@ -652,7 +670,7 @@ class Engine:
             for state, tokens in prefill
         )
         rows = tuple(
-            DecodeRow(state.request_id, state.row, state.positive.span(), self._frame_inputs(state, carried))
+            DecodeRow(state.request_id, state.admitted_row, state.positive.span(), self._frame_inputs(state, carried))
             for state, carried in ((state, state.request_id in unread) for state in decode)
         )
         for state, tokens in prefill:
@@ -709,11 +727,12 @@ class Engine:
     def _record(self, state: RequestState, outcome: RowOutcome) -> None:
         state.tokens.append(outcome.token)
         state.replayed = False
-        if outcome.made_frame:
+        if (frame := outcome.frame) is not None:
+            audio, latent = frame
             state.negative.length += 1
             state.noise_queue.pop(0)
-            state.latents.append(outcome.latent)
-            self._deliver_frame(state, outcome.audio, outcome.latent)
+            state.latents.append(latent)
+            self._deliver_frame(state, audio, latent)
         elif outcome.token == self.spec.speech_start_token_id:
             state.negative.hide_history(self.pool)  # the CFG branch restarts with the speech
         self._finish_if_done(state)

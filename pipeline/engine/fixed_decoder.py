@@ -175,11 +175,11 @@ class FixedDecoder:
         for rows in self.buckets:
             for positive in (window for window in (256, 1024, 4096) if window <= max(max_keys, 256)):
                 for negative in (window for window in (64, 256, 1024) if window <= positive):
-                    counts = (
+                    positive_chunks, negative_chunks = (
                         chunk_count_bucket(min(rows * chunks_for(window), self.max_chunks), self.max_chunks)
                         for window in (positive, negative)
                     )
-                    keys.add(FrameStepKey(rows, *counts, diffusion_steps))
+                    keys.add(FrameStepKey(rows, positive_chunks, negative_chunks, diffusion_steps))
         return sorted(keys, key=lambda key: (key.rows, key.positive_chunks, key.negative_chunks))
 
     def _launch(self, decode: tuple[DecodeRow, ...]) -> _Launched:

@@ -281,7 +281,7 @@ class CapturedSteps:
         self.graphs: OrderedDict[FrameStepKey, tuple[torch.cuda.CUDAGraph, FrameStepOutputs]] = OrderedDict()
         self.captures = 0  # graphs captured since the start, the ones let go included
         self.failure: str | None = None
-        self.pool: tuple[int, int] | None = None
+        self.pool: torch.cuda._POOL_HANDLE | None = None  # the graphs' shared memory pool, made at the first capture
 
     def run(self, key: FrameStepKey) -> FrameStepOutputs:
         if not self.enabled:

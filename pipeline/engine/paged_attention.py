@@ -19,7 +19,7 @@ may differ in the last bits of float arithmetic (on the CPU it is exact and repe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AttentionInterface
@@ -71,8 +71,8 @@ def _finite_or_zero(values: torch.Tensor) -> torch.Tensor:
 def use_chunked_attention(language_model: torch.nn.Module) -> None:
     """Switch `language_model` (transformers' Qwen2Model) to attention that reads a `PagedView`'s chunks itself,
     and keeps its implementation for every other forward. Harmless to call again."""
-    config = language_model.config
-    current = config._attn_implementation or "sdpa"
+    config: Any = language_model.config  # a submodule attribute, typed `Tensor | Module` by torch
+    current: str = config._attn_implementation or "sdpa"
     if current.startswith(CHUNKED_PREFIX):
         return
     name = CHUNKED_PREFIX + current
@@ -102,7 +102,8 @@ def _dispatching_to(
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if paged_view is not None and isinstance(paged_view.keys, KeyChunks):
             scaling = kwargs.get("scaling") or query.shape[-1] ** -0.5
-            return chunked_attention(paged_view.pool, module.layer_idx, paged_view.keys, query, scaling), None
+            layer = cast(int, module.layer_idx)  # Qwen2's attention sets it; torch types attributes loosely
+            return chunked_attention(paged_view.pool, layer, paged_view.keys, query, scaling), None
         return fallback(module, query, key, value, attention_mask, **kwargs)
 
     return attention

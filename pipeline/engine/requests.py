@@ -159,6 +159,13 @@ class RequestState:
     noise_queue: list[torch.Tensor] = field(default_factory=list)  # drawn for the next frames, oldest first
 
     @property
+    def admitted_row(self) -> int:
+        """The row of a request the engine holds admitted (its steps and its release need one)."""
+        if self.row is None:
+            raise RuntimeError(f"request {self.request_id} is not admitted: it holds no row")
+        return self.row
+
+    @property
     def request_id(self) -> int:
         return self.request.request_id
 

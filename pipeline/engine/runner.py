@@ -34,6 +34,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,6 +48,7 @@ from pipeline.engine.kv_blocks import CacheSpan
 from pipeline.engine.memory_plan import StepMemory, pool_blocks_within
 from pipeline.engine.paged_attention import use_chunked_attention
 from pipeline.engine.paged_kv import CHUNK_KEYS, KVPoolShape, PagedKVPool, PagedView, eager_view
+from pipeline.engine.requests import Replay
 from pipeline.engine.step_records import (
     FastPath,
     FrameInputs,
@@ -103,7 +105,9 @@ class ModelRunner:
         self.device = loaded.device
         self.dtype = loaded.dtype
         model_config = loaded.model.config
-        text = model_config.text_config
+        # transformers types the sub-configs loosely (`dict | PreTrainedConfig | None`); a loaded VibeVoice has both.
+        text: Any = model_config.text_config
+        audio_config: Any = model_config.audio_config
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
         shape = KVPoolShape(text.num_hidden_layers, text.num_key_value_heads, head_dim, config.block_size)
         # On a GPU given a fraction, the pool is sized after measuring the decode step: provisional until then.
@@ -132,9 +136,9 @@ class ModelRunner:
         )
         self.choosable_head = self.model.lm_head.weight[self.choosable_ids].detach()
         self._choosable = torch.tensor(self.choosable_ids, device=self.device)
-        self.latent_dim = model_config.audio_config.hidden_size
-        self.vae_std = model_config.audio_config.vae_std
-        self.hop_length = model_config.audio_config.hop_length
+        self.latent_dim = audio_config.hidden_size
+        self.vae_std = audio_config.vae_std
+        self.hop_length = audio_config.hop_length
         self.spec = RunnerSpec(
             rows=config.rows,
             num_blocks=self.pool.num_blocks,
@@ -205,7 +209,7 @@ class ModelRunner:
         if self.unread:
             raise RuntimeError("a step is still in flight; read it back before falling back")
         mode = self.fast_path.mode
-        if mode is StepMode.GRAPHS:
+        if mode is StepMode.GRAPHS and self.fixed is not None:
             self.fixed.captured.disable(why)
         elif mode is StepMode.FIXED:
             self.fixed = None
@@ -252,7 +256,7 @@ class ModelRunner:
         self.prompt_embeds[start.request_id] = self._embed_prompt(start.prompt, start.generator)
         if start.replay is None or not start.replay.tokens:
             return None
-        return self._replay(start)
+        return self._replay(start, start.replay)
 
     def finish_request(self, request_id: int, row: int) -> None:
         """The request left its row (finished, cancelled, failed or preempted): drop what is left of it."""
@@ -345,7 +349,7 @@ class ModelRunner:
 
     # --- starting a request -------------------------------------------------------------------------------
 
-    def _replay(self, start: RequestStart) -> np.ndarray:
+    def _replay(self, start: RequestStart, replay: Replay) -> np.ndarray:
         """Bring the row and the branches to where an uninterrupted run stood after the replayed tokens.
 
         After tokens t1..tn (frames among them), `generate()` has fed the positive branch the prompt and the
@@ -354,7 +358,6 @@ class ModelRunner:
         its history hidden at each speech start, and streamed every frame through the decoder and encoder (which
         start again from silence after each speech end, the original's rule).
         """
-        replay = start.replay
         tokens = torch.tensor(replay.tokens, device=self.device)
         inputs = self.token_embeddings(tokens)  # the input each chosen token became, in order
         audio, frame_inputs = [torch.zeros(0, self.hop_length)], []
@@ -369,7 +372,7 @@ class ModelRunner:
         prompt = self.prompt_embeds[start.request_id]
         self.prompt_embeds[start.request_id] = torch.cat([prompt, inputs[None, :-1]], dim=1)
         self.next_embeds[start.row] = inputs[-1:]
-        self._replay_negative(start, inputs)
+        self._replay_negative(start, replay.tokens, inputs)
         return torch.cat(audio).numpy()
 
     def _replay_frames(self, latents: torch.Tensor, row: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -385,9 +388,8 @@ class ModelRunner:
             embeds.append(chunk_embeds[0])
         return torch.cat(audio), torch.cat(embeds)
 
-    def _replay_negative(self, start: RequestStart, inputs: torch.Tensor) -> None:
+    def _replay_negative(self, start: RequestStart, tokens: tuple[int, ...], inputs: torch.Tensor) -> None:
         """Write the negative branch's entries that are still visible: those since the last speech start."""
-        tokens = start.replay.tokens
         bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
         frame_steps = [step for step, token in enumerate(tokens) if token == self.audio_token_id]
         fed = [bos[0] if step == 0 else inputs[step - 1] for step in frame_steps]
@@ -400,27 +402,29 @@ class ModelRunner:
     def _embed_prompt(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
         input_ids = prompt.input_ids.to(self.device)
         embeds = self.token_embeddings(input_ids)
-        if prompt.input_values is None:
+        if prompt.input_values is None or prompt.padding_mask is None:
             return embeds
-        voices = self._voice_embeddings(prompt, generator)
+        voices = self._voice_embeddings(prompt.input_values, prompt.padding_mask, generator)
         placeholders = (input_ids == self.audio_token_id).unsqueeze(-1).expand_as(embeds)
         return embeds.masked_scatter(placeholders, voices.to(embeds.dtype))
 
-    def _voice_embeddings(self, prompt: PromptInputs, generator: torch.Generator) -> torch.Tensor:
+    def _voice_embeddings(
+        self, input_values: torch.Tensor, padding_mask: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
         """The acoustic-connector embeddings of the voice samples, σ-VAE noise included.
 
         `generate()` samples that noise inside the tokenizer's `encode(sample=True)` from the global
         generator: a scale per voice, then one value per latent element. The same draws, in the same
         shapes and order, come here from the request's own generator.
         """
-        values = prompt.input_values.to(self.device, self.dtype)
+        values = input_values.to(self.device, self.dtype)
         latents = self.inner.audio_tower.encode(values, sample=False).latents
         scale = self.vae_std * torch.randn(latents.shape[0], generator=generator, dtype=torch.float32)
         # randn_like keeps the encoder output's (non-contiguous) strides, which decides the draw order.
         noise = torch.empty_strided(latents.shape, latents.stride(), dtype=torch.float32).normal_(generator=generator)
         latents = latents + (scale[:, None, None] * noise).to(latents.device, latents.dtype)
         latents = (latents + self.inner.latent_bias_factor) * self.inner.latent_scaling_factor
-        frames = torch.ceil(prompt.padding_mask.sum(dim=-1) / self.hop_length).long()
+        frames = torch.ceil(padding_mask.sum(dim=-1) / self.hop_length).long()
         valid = torch.arange(latents.shape[1])[None, :] < frames[:, None]
         return self.inner.multi_modal_projector(latents)[valid.to(self.device)]
 

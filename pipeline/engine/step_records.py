@@ -89,8 +89,15 @@ class RowOutcome:
     latent: torch.Tensor | None = None  # [latent_dim] float32 CPU
 
     @property
+    def frame(self) -> tuple[np.ndarray, torch.Tensor] | None:
+        """The frame this step made for the request (its audio and latent), or None for a token without one."""
+        if self.audio is None or self.latent is None:
+            return None
+        return self.audio, self.latent
+
+    @property
     def made_frame(self) -> bool:
-        return self.audio is not None
+        return self.frame is not None
 
 
 class StepMode(StrEnum):

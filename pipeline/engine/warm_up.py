@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from models.loading import LoadedModel
 from models.segment_io import prompt_inputs
-from pipeline.engine.engine import Engine
+from pipeline.engine.engine import Engine, FastPathRunner
 from pipeline.engine.requests import EventKind, GenerationRequest
 from pipeline.engine.step_records import StepMode, WarmUpReport
 from script_text.prompt import SegmentText
@@ -54,28 +55,11 @@ def prepare_to_serve(engine: Engine, *, diffusion_steps: int = 10, max_keys: int
     started = time.perf_counter()
     engine.warm_up(diffusion_steps, max_keys)
     runner = engine.runner
-    request = check_request(engine, diffusion_steps)
-    reference: CheckRun | None = None
     difference: float | None = None
-    while (mode := runner.fast_path.mode) is not StepMode.EAGER:
-        fast = run_alone(engine, request)
-        if fast.failure is not None:
-            runner.fall_back(f"the {mode.value} step failed its self-check: {fast.failure}")
-            continue
-        if reference is None:
-            with runner.eager_step():
-                reference = run_alone(engine, request)
-            if reference.failure is not None:
-                raise RuntimeError(f"the eager step failed the warm-up check: {reference.failure}")
-        difference = latent_difference(fast, reference)
-        tolerance = TOLERANCE.get(runner.dtype, LOW_PRECISION_TOLERANCE)
-        if difference <= tolerance:
-            break
-        runner.fall_back(
-            f"the {mode.value} step differs from the eager step by {difference:.1e} of the latents' RMS "
-            f"(tolerance {tolerance:.0e})"
-        )
-        difference = None
+    if isinstance(runner, FastPathRunner) and runner.fast_path.mode is not StepMode.EAGER:
+        if engine.loaded is None:
+            raise ValueError("the fast path's check speaks through the model's processor: build the engine with it")
+        difference = _check_fast_path(engine, runner, engine.loaded, diffusion_steps)
     fast_path = runner.fast_path
     report = WarmUpReport(
         seconds=time.perf_counter() - started,
@@ -98,11 +82,39 @@ def prepare_to_serve(engine: Engine, *, diffusion_steps: int = 10, max_keys: int
     return report
 
 
-def check_request(engine: Engine, diffusion_steps: int) -> GenerationRequest:
-    """A short line spoken by a second of quiet synthetic voice, through the engine's model's processor."""
+def _check_fast_path(engine: Engine, runner: FastPathRunner, loaded: LoadedModel, diffusion_steps: int) -> float | None:
+    """Check the runner's fast path against its eager step, falling back one step at a time until one passes (or
+    the eager step is left); the passing step's latent difference, None when none was checked."""
+    request = check_request(loaded, diffusion_steps)
+    reference: CheckRun | None = None
+    difference: float | None = None
+    while (mode := runner.fast_path.mode) is not StepMode.EAGER:
+        fast = run_alone(engine, request)
+        if fast.failure is not None:
+            runner.fall_back(f"the {mode.value} step failed its self-check: {fast.failure}")
+            continue
+        if reference is None:
+            with runner.eager_step():
+                reference = run_alone(engine, request)
+            if reference.failure is not None:
+                raise RuntimeError(f"the eager step failed the warm-up check: {reference.failure}")
+        difference = latent_difference(fast, reference)
+        tolerance = TOLERANCE.get(runner.dtype, LOW_PRECISION_TOLERANCE)
+        if difference <= tolerance:
+            break
+        runner.fall_back(
+            f"the {mode.value} step differs from the eager step by {difference:.1e} of the latents' RMS "
+            f"(tolerance {tolerance:.0e})"
+        )
+        difference = None
+    return difference
+
+
+def check_request(loaded: LoadedModel, diffusion_steps: int) -> GenerationRequest:
+    """A short line spoken by a second of quiet synthetic voice, through the model's processor."""
     clock = np.arange(24_000) / 24_000
     voice = (0.1 * np.sin(2 * np.pi * 220 * clock) * np.exp(-3 * clock)).astype(np.float32)
-    prompt = prompt_inputs(engine.loaded, SegmentText(((0, CHECK_TEXT),)), {0: voice})
+    prompt = prompt_inputs(loaded, SegmentText(((0, CHECK_TEXT),)), {0: voice})
     return GenerationRequest(prompt, CHECK_TOKENS, seed=0, diffusion_steps=diffusion_steps, interactive=True)
 
 
@@ -121,7 +133,7 @@ def run_alone(engine: Engine, template: GenerationRequest) -> CheckRun:
     tokens: list[int] = []
     latents: list[torch.Tensor] = []
     for event in handle.drain():
-        if event.kind is EventKind.AUDIO:
+        if event.kind is EventKind.AUDIO and event.latent is not None:
             tokens.extend(event.tokens)
             latents.append(event.latent)
         elif event.kind is EventKind.FAILED:
