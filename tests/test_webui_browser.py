@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from script_text.parser import parse_script
 from script_text.plan import plan_script
 from tests.conftest import ROOT, ServiceStack, write_voice_file
-from tests.service_client import upload_voice
+from tests.service_client import upload_voice, wait_for
 from webui.kept_work import DRAFTS_STORAGE_KEY, KEY_STORAGE_KEY, STORAGE_SECRET
 from webui.render import clock
 
@@ -371,6 +371,7 @@ def test_a_script_error_shows_at_its_line_and_examples_and_files_ask_before_repl
         page.locator("#load-example").click()
         expect(confirm).to_contain_text("The editor holds a script of yours. Replace it with 2p_short.txt?")
         stands_out(confirm.locator(".vx-question"))
+        expect(confirm.locator(".vx-question")).to_be_in_viewport()  # asked where the producer looks
         if viewport is LAPTOP:
             screenshot(page, "write-replace-confirm")
         page.locator("#script-keep").click()
@@ -384,6 +385,13 @@ def test_a_script_error_shows_at_its_line_and_examples_and_files_ask_before_repl
         )
         expect(page.locator("#script-preview .vx-summary")).to_contain_text("2 speakers")
         page.locator("#load-example").click()  # the editor holds that very text: nothing to ask
+        expect(confirm).to_be_hidden()
+        # an example left as it was loaded is nobody's work: another replaces it without a question
+        pick(page, "#example-script", "1p_abs.txt")
+        page.locator("#load-example").click()
+        expect(page.locator("#script textarea")).to_have_value(
+            (ROOT.parent / "shared" / "examples" / "scripts" / "1p_abs.txt").read_text(encoding="utf-8")
+        )
         expect(confirm).to_be_hidden()
 
 
@@ -1293,19 +1301,41 @@ def test_the_admin_sees_the_live_worker_and_the_headline_figures_refreshed(
 
 
 def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_out_and_back_from_history(
-    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     import feedparser
+    from PIL import Image
 
     key, page = cast_and_on_generate(stack, open_studio, "publisher", voice_wav, SCRIPT)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.base_url)
     page.get_by_role("tab", name="Shows").click()
+    # what a show is, in plain words; nothing acts on a show before it is saved
+    expect(page.locator("#shows-intro")).to_contain_text("A show is a podcast")
+    for button in ("#show-artwork-upload", "#show-rotate", "#show-delete"):
+        expect(page.locator(button)).to_be_disabled()
+    expect(page.locator("#show-artwork-preview")).to_contain_text("No artwork yet")
     page.locator("#show-title textarea").fill("The Studio Show")
     page.locator("#show-description textarea").fill("Made in the studio.")
     page.locator("#show-author textarea").fill("Ann Author")
+    page.locator("#show-owner-email textarea").fill("ann@example.com")
+    page.locator("#show-type").get_by_label("Serial: apps list it in order, from episode 1").check()
+    page.locator("#show-locked input").check()
     page.locator("#show-save").click()
-    expect(page.locator("#shows-status")).to_contain_text("Saved.")
+    stands_out(page.locator("#shows-status .vx-confirmed"))
+    expect(page.locator("#shows-status")).to_contain_text("Saved “The Studio Show”")
+    for button in ("#show-artwork-upload", "#show-rotate", "#show-delete"):
+        expect(page.locator(button)).to_be_enabled()
     assert_controls_named(page)  # Shows, with a show saved
+    show = stack.client(key).get("/v1/shows").json()["shows"][0]
+    assert (show["owner_email"], show["show_type"], show["locked"]) == ("ann@example.com", "serial", True), show
+    # artwork: uploaded, and shown as podcast apps will show it
+    Image.new("RGB", (1400, 1400), (200, 60, 90)).save(tmp_path / "cover.png")
+    page.locator("#show-artwork input[type=file]").set_input_files(tmp_path / "cover.png")
+    page.locator("#show-artwork-upload").click()
+    stands_out(page.locator("#shows-status .vx-confirmed"))
+    artwork = page.locator("#show-artwork-preview img.vx-artwork")
+    expect(artwork).to_be_visible()
+    page.wait_for_function("() => document.querySelector('#show-artwork-preview img')?.naturalWidth === 1400")
     # the feed URL as a producer takes it to a podcast app: copied with the studio's button, read off the clipboard
     expect(page.locator("#show-feed-url textarea")).to_have_value(re.compile(r"\.xml$"))
     page.locator("#show-feed-url").get_by_role("button", name="Copy").click()
@@ -1313,6 +1343,16 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     feed_url = page.evaluate("navigator.clipboard.readText()")
     assert feed_url == page.locator("#show-feed-url textarea").input_value(), feed_url
     assert feed_url.startswith(stack.base_url) and feed_url.endswith(".xml"), feed_url
+    # a new feed URL cuts off every subscriber: asked first, and kept when the producer says so
+    page.locator("#show-rotate").click()
+    rotate_question = page.locator("#show-rotate-confirm .vx-question")
+    expect(rotate_question).to_contain_text("cuts off everyone subscribed")
+    stands_out(rotate_question)
+    expect(rotate_question).to_be_in_viewport()
+    screenshot(page, "shows")
+    page.locator("#show-rotate-no").click()
+    expect(page.locator("#show-rotate-confirm")).to_be_hidden()
+    expect(page.locator("#show-feed-url textarea")).to_have_value(feed_url)
 
     def episodes() -> list[str]:
         parsed = feedparser.parse(httpx.get(feed_url, timeout=30).text)
@@ -1324,12 +1364,21 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     page.locator("#diffusion-steps input[type=number]").fill("2")
     page.locator("#diffusion-steps input[type=number]").press("Enter")
     page.locator("#generate-publish").get_by_text("Publish as an episode").click()
+    # empty means no number, and shows empty (not 0)
+    expect(page.locator("#generate-episode-number textarea")).to_have_value("")
+    expect(page.locator("#generate-episode-season textarea")).to_have_value("")
     pick(page, "#generate-show", "The Studio Show")
     page.locator("#generate-episode-title textarea").fill("Pilot")
+    page.locator("#generate-episode-number textarea").fill("1")
     page.locator("#title textarea").fill("Pilot show")
     page.locator("#generate").click()
     expect(page.locator("#episode .vx-cue")).to_have_count(3, timeout=SLOW)
     assert episodes() == ["Pilot"]
+    # Listen says where it is published, and opens at its top with nothing blank above Downloads
+    expect(page.locator("#episode .vx-published")).to_contain_text("Published in the show The Studio Show as “Pilot”")
+    expect(page.locator("#episode .vx-published")).to_contain_text("episode 1")
+    expect(page.get_by_role("tab", name="4 · Listen")).to_be_in_viewport()
+    assert_no_gap_above_downloads(page)
 
     # History: taken out of the show, the feed no longer lists it; added back, it does again
     page.get_by_role("tab", name="History").click()
@@ -1340,14 +1389,90 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     page.locator("#history-publish").get_by_text("Publish the picked job in a show").click()
     page.locator("#history-remove-episode").click()
     expect(page.locator("#history-publish-status")).to_contain_text("its feed no longer lists it")
+    stands_out(page.locator("#history-publish-status .vx-confirmed"))
     assert episodes() == []
     pick(page, "#history-show", "The Studio Show")
     page.locator("#history-episode-title textarea").fill("Pilot, again")
     page.locator("#history-add-episode").click()
     expect(page.locator("#history-publish-status")).to_contain_text("“Pilot, again” is an episode of The Studio Show")
+    stands_out(page.locator("#history-publish-status .vx-confirmed"))
     assert episodes() == ["Pilot, again"]
     assert_controls_named(page)  # History, publishing the picked job
     screenshot(page, "history-publish")
+
+    # Shows lists what the feed holds, each with Unpublish; a new feed URL, confirmed, ends the old one
+    page.get_by_role("tab", name="Shows").click()
+    pick(page, "#shows-picker", "The Studio Show")
+    listed = page.locator("#show-episodes .vx-show-episode")
+    expect(listed).to_have_count(1)
+    expect(listed).to_contain_text("Pilot, again")
+    expect(page.locator("#show-episodes")).to_contain_text("The feed holds 1 episode")
+    assert_controls_named(page)
+    screenshot(page, "shows-episodes")
+    listed.get_by_role("button", name="Unpublish “Pilot, again”").click()
+    expect(page.locator("#shows-status .vx-confirmed")).to_contain_text("“Pilot show” is unpublished")
+    expect(listed).to_have_count(0)
+    assert episodes() == []
+    page.locator("#show-rotate").click()
+    page.locator("#show-rotate-yes").click()
+    expect(page.locator("#shows-status .vx-confirmed")).to_contain_text("A new feed URL")
+    expect(page.locator("#show-feed-url textarea")).not_to_have_value(feed_url)
+    assert httpx.get(feed_url, timeout=30).status_code == 404
+    assert_no_stack_trace(page)
+
+
+def assert_no_gap_above_downloads(page) -> None:  # type: ignore[no-untyped-def]
+    """Listen draws nothing blank between its regeneration controls and its Downloads (no empty boxes taking space)."""
+    regenerate, downloads = (page.locator(name).bounding_box() for name in ("#regenerate", "#downloads"))
+    gap = downloads["y"] - (regenerate["y"] + regenerate["height"])
+    between = page.evaluate("""() => {
+      const top = document.querySelector('#regenerate').getBoundingClientRect().bottom;
+      const bottom = document.querySelector('#downloads').getBoundingClientRect().top;
+      return [...document.querySelectorAll('#downloads ~ *, #regenerate ~ *')].map((element) => [element,
+        element.getBoundingClientRect()]).filter(([, box]) => box.height > 0 && box.top >= top && box.bottom <= bottom)
+        .map(([element, box]) => `${element.id || element.className} ${Math.round(box.top - top)}+${box.height}: `
+          + [...element.children].map((child) => `${child.id || child.className} ${child.offsetHeight}`).join(', '));
+    }""")
+    assert gap < 40, f"{gap:.0f} px blank above Downloads: {between}"
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_a_reload_brings_back_the_finished_job_on_the_screen_the_producer_was_on(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path, viewport: dict[str, int]
+) -> None:  # type: ignore[no-untyped-def]
+    """A done job the page follows comes back after a reload, with the key remembered and with the key typed again,
+    on Listen (its episode) and on Generate (how it ended), at a laptop's and a phone's width."""
+    key, client, job_id = sent_through_api(stack, f"reloader-{viewport['width']}", voice_wav, title="Finished take")
+    assert wait_for(client, job_id, {"done"}, timeout=SLOW / 1000)["state"] == "done"
+    page = open_studio(key, viewport)
+    page.get_by_role("tab", name="History").click()
+    history_rows(page).filter(has_text="Finished take").get_by_role("gridcell").first.click()
+    episode = page.locator(f'#episode .vx-episode[data-job="{job_id}"]')
+    expect(episode).to_be_visible()
+    wait_until_kept(page, DRAFTS_STORAGE_KEY, lambda kept: kept is not None and kept["job"] == job_id)
+    page.locator("#remember-key input").check()
+    wait_until_kept(page, KEY_STORAGE_KEY, lambda kept: kept == {"key": key})
+    for screen, tab in (("listen", "4 · Listen"), ("generate", "3 · Generate")):
+        page.get_by_role("tab", name=tab).click()
+        page.reload()
+        expect(page.locator("#connection")).to_contain_text("Connected")
+        expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
+        assert page.evaluate("location.hash") == f"#{screen}"
+        expect(episode).to_have_count(1)  # Listen holds the episode
+        expect(page.locator(f'#job-progress .vx-job[data-job="{job_id}"]')).to_have_attribute("data-state", "done")
+    # without a remembered key: the job comes back once the key is typed
+    page.locator("#remember-key input").uncheck()
+    wait_until_kept(page, KEY_STORAGE_KEY, lambda kept: kept == {"key": ""})
+    page.get_by_role("tab", name="4 · Listen").click()
+    page.reload()
+    expect(page.locator("#connection")).to_contain_text("enter your API key")
+    page.locator("#api-key input").fill(key)
+    page.locator("#api-key input").press("Enter")
+    expect(page.locator("#connection")).to_contain_text("Connected")
+    expect(page.get_by_role("tab", name="4 · Listen")).to_have_attribute("aria-selected", "true")
+    expect(episode).to_be_visible()
+    assert_controls_named(page)
+    screenshot(page, f"listen-after-reload-{viewport['width']}")
     assert_no_stack_trace(page)
 
 

@@ -285,6 +285,11 @@ class StudioApi:
         response = await self._request("PATCH", f"/v1/shows/{show_id}", json=body)
         return ShowView.model_validate_json(response.content)
 
+    async def remove_owner_email(self, show_id: str) -> ShowView:
+        """The show without an owner's address (and so without `podcast:locked` in its feed)."""
+        response = await self._request("PATCH", f"/v1/shows/{show_id}", json={"owner_email": None})
+        return ShowView.model_validate_json(response.content)
+
     async def upload_artwork(self, show_id: str, image: str) -> ShowView:
         path = Path(image)
         with path.open("rb") as handle:

@@ -40,6 +40,26 @@ STUDIO_CSS = """
 .vx-confirmed { color: #14532d; background: #dcfce7; border-left: .3em solid #16a34a; border-radius: .3em;
   padding: .35em .8em; margin: .3em 0; font-size: var(--text-md); }
 .vx-confirmed::before { content: "\\2714  "; }
+/* A refusal on Shows or publishing: as clear as the word that it worked, in the text's own size. */
+#shows-status .vx-field-error, #history-publish-status .vx-field-error { color: #7f1d1d; background: #fee2e2;
+  border-left: .3em solid #dc2626; border-radius: .3em; padding: .35em .8em; font-size: var(--text-md); }
+/* Listen's regeneration messages, questions and takes: empty ones (the usual case) leave no gap above Downloads;
+   a shown one brings its own margins. */
+#regeneration-talk { gap: 0; }
+#regeneration-talk > .block:has(> .html-container > .prose:empty) { display: none; }
+#regeneration-talk > .row { gap: var(--spacing-md); }
+#regeneration-talk > .row:has(button) { margin: .4em 0; }
+.vx-intro { margin: .2em 0 .6em; font-size: var(--text-md); }
+.vx-published { margin: .1em 0 .5em; }
+.vx-episodes-head { font-weight: 600; margin: .6em 0 .2em; }
+.vx-show-episodes { padding-left: 1.6em; margin: 0; }
+.vx-show-episode { margin: .25em 0; }
+.vx-show-episode > span { margin-right: .8em; }
+.vx-unpublish { border: 1px solid var(--border-color-primary); border-radius: .3em; padding: .1em .6em;
+  background: var(--button-secondary-background-fill); font-size: var(--text-sm); cursor: pointer; }
+.vx-artwork { width: 160px; height: 160px; object-fit: cover; border-radius: .4em;
+  border: 1px solid var(--border-color-primary); }
+.vx-artwork-none { color: var(--body-text-color-subdued); max-width: 16em; }
 .vx-warning { color: #92400e; background: #fef3c7; border-radius: 4px; padding: .2em .5em; margin: .3em 0 0;
   font-size: var(--text-sm); }
 .vx-warning::before { content: "\\26A0  "; }
@@ -135,9 +155,10 @@ VENDOR_DIR = Path(__file__).parent / VENDOR_FOLDER
 #   played are remembered.
 #   `window.voxcastCurrent` is the one that started last, or the episode that took over from the live parts
 #   (EPISODE_PLAYER_JS): the live player moves on to the next part only while its own part is the current one;
-# - the screen (tab) the producer is on is kept in the address (#write, #listen…), so a reload lands there;
+# - the screen (tab) the producer is on is kept in the address (#write, #listen…), so a reload lands there; Listen
+#   opens at its top (not where the screen before was scrolled to);
 # - an error that appears out of sight (a refused Generate sends the page to Cast, whose rows run below the fold)
-#   is brought into view.
+#   is brought into view, and so is a question asked out of sight (Load example's, below the fold at desktop width).
 PAGE_HEAD = """
 <script>
 const vxPlayed = new Set();
@@ -160,9 +181,16 @@ HTMLMediaElement.prototype.play = function (...args) {
 const vxScreens = {write: 'write', cast: 'cast', generate: 'generate', listen: 'finish', history: 'history',
                    shows: 'shows', admin: 'admin'};  // the address's name of each screen: its tab's id
 const vxScreenTab = (name) => document.querySelector(`[role="tab"][data-tab-id="${vxScreens[name]}"]`);
+let vxScreenShown = null;
 new MutationObserver(() => {
   const name = Object.keys(vxScreens).find((screen) => vxScreenTab(screen)?.getAttribute('aria-selected') === 'true');
   if (name && location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+  // Listen opens at its top: a job that ends sends the page there from wherever Generate or History was scrolled to
+  if (name === 'listen' && vxScreenShown !== 'listen') {
+    const tabs = vxScreenTab(name).closest('[role="tablist"]');
+    if (tabs && tabs.getBoundingClientRect().top < 0) tabs.scrollIntoView({block: 'start'});
+  }
+  vxScreenShown = name ?? vxScreenShown;
 }).observe(document.documentElement, {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
 // After a reload, the screen in the address opens once its tab is drawn and the key has been tried (Admin's tab is
 // drawn only for an admin key).
@@ -178,7 +206,8 @@ if (vxWanted in vxScreens && vxWanted !== 'write') {
 }
 let vxErrorsSeen = new Set();
 new MutationObserver(() => requestAnimationFrame(() => {
-  const shown = [...document.querySelectorAll('.vx-field-error')].filter((error) => error.offsetParent !== null);
+  const shown = [...document.querySelectorAll('.vx-field-error, .vx-question')]
+    .filter((error) => error.offsetParent !== null);
   const fresh = shown.find((error) => !vxErrorsSeen.has(error));
   vxErrorsSeen = new Set(shown);
   if (!fresh) return;

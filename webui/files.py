@@ -48,6 +48,10 @@ class StudioFiles:
     def voice_preview(self, voice_id: str) -> Path:
         return self.root / "voices" / f"{self._digest('voice', voice_id)}.wav"
 
+    def show_artwork(self, show_id: str) -> Path:
+        """Where a show's artwork is fetched to, for its preview (its suffix set by what the image is)."""
+        return self.root / "shows" / f"{self._digest('show', show_id)}.img"
+
     def url(self, path: Path) -> str:
         """The URL Gradio serves `path` at, relative to the studio's page; a rewritten file gets a new URL.
 

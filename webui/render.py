@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from api.schemas import JobView, QueueDepth, RegenerationPlan, ScriptView, UsageView, VoiceView, WorkerList
+from api.schemas import (
+    JobView,
+    QueueDepth,
+    RegenerationPlan,
+    ScriptView,
+    ShowEpisodeView,
+    UsageView,
+    VoiceView,
+    WorkerList,
+)
 from core.audio_rates import FRAMES_PER_SECOND
 from core.byte_sizes import byte_size, megabytes
 from core.job_states import JobState
@@ -405,6 +414,7 @@ def episode_html(
         f'<div class="vx-episode" data-job="{_e(job.id)}">'
         f'<p class="vx-job-head">{state_badge(job.state)} <b>{_e(job.title or "Untitled episode")}</b> · '
         f"{clock(job.audio_seconds or 0)}</p>"
+        f"{published_html(job)}"
         f'<audio class="vx-episode-audio" controls preload="metadata" src="{_e(audio_url)}"></audio>'
         f'<div class="vx-waveform" data-duration="{waveform.duration:.3f}" '
         f'data-peaks="{_e(json.dumps(waveform.peaks, separators=(",", ":")))}" '
@@ -412,6 +422,73 @@ def episode_html(
         f"{chapter_list if chapter_items else ''}"
         f'<ol class="vx-transcript" aria-label="Transcript">{cues}</ol></div>'
     )
+
+
+def published_html(job: JobView) -> str:
+    """Where the episode is published: its show and its title there (nothing when it is in no show)."""
+    episode = job.episode
+    if episode is None:
+        return ""
+    number = f", episode {episode.number}" if episode.number else ""
+    season = f" of season {episode.season}" if episode.season and number else ""
+    where = "listed in its feed" if episode.published_at else "listed in its feed once the job is done"
+    return (
+        f'<p class="vx-published">Published in the show <b>{_e(episode.show_title)}</b> as '
+        f"“{_e(episode.title)}”{number}{season}: {where}.</p>"
+    )
+
+
+def show_episodes_html(episodes: Sequence[ShowEpisodeView]) -> str:
+    """A show's episodes as its feed lists them, newest first (podcast apps list a serial show from episode 1 on
+    their own), each with an Unpublish button (`data-job`, for the page's script); then those whose job is not done
+    yet, which the feed lists once they are."""
+    listed = sorted(
+        (episode for episode in episodes if episode.published_at is not None),
+        key=lambda episode: episode.published_at or datetime.min,
+        reverse=True,
+    )
+    waiting = [episode for episode in episodes if episode.published_at is None]
+    if not listed and not waiting:
+        return (
+            '<p class="vx-episodes-empty">No episodes yet: publish a job in this show from Generate ("Publish as an '
+            'episode") or from History.</p>'
+        )
+
+    def item(episode: ShowEpisodeView, when: str) -> str:
+        number = f"#{episode.number} " if episode.number else ""
+        season = f"season {episode.season} · " if episode.season else ""
+        return (
+            f'<li class="vx-show-episode" data-job="{_e(episode.job_id)}"><span><b>{_e(number)}{_e(episode.title)}'
+            f'</b> <span class="vx-meta">{_e(season)}{_e(when)}</span></span>'
+            f'<button type="button" class="vx-unpublish" data-job="{_e(episode.job_id)}" '
+            f'aria-label="Unpublish “{_e(episode.title)}”">Unpublish</button></li>'
+        )
+
+    parts = []
+    if listed:
+        items = "".join(
+            item(episode, f"published {episode.published_at:%Y-%m-%d %H:%M}")
+            for episode in listed
+            if episode.published_at
+        )
+        parts.append(
+            f'<p class="vx-episodes-head">The feed holds {len(listed)} episode'
+            f'{"s" if len(listed) != 1 else ""}, newest first:</p><ol class="vx-show-episodes">{items}</ol>'
+        )
+    if waiting:
+        items = "".join(
+            item(episode, f"{_STATE_LABELS.get(episode.state, episode.state).lower()}: listed once done")
+            for episode in waiting
+        )
+        parts.append(f'<p class="vx-episodes-head">Not in the feed yet:</p><ul class="vx-show-episodes">{items}</ul>')
+    return f'<div class="vx-episodes">{"".join(parts)}</div>'
+
+
+def artwork_html(url: str | None) -> str:
+    """The show's artwork as podcast apps get it, or a word that there is none yet."""
+    if url is None:
+        return '<p class="vx-artwork-none">No artwork yet: podcast apps need a square image to list the show.</p>'
+    return f'<img class="vx-artwork" src="{_e(url)}" alt="The show\'s artwork">'
 
 
 def downloads_html(files: Sequence[tuple[str, str, int]]) -> str:

@@ -57,16 +57,18 @@ def build_finish() -> FinishView:
             elem_id="regenerate-text",
         )
     regenerate = gr.Button("Regenerate this turn", size="sm", elem_id="regenerate")
-    problem = gr.HTML(elem_id="finish-problem")
-    plan = gr.HTML(elem_id="regenerate-plan")
-    with gr.Row():
-        confirm = gr.Button("Confirm", variant="primary", size="sm", visible=False, elem_id="regenerate-confirm")
-        cancel = gr.Button("Cancel", size="sm", visible=False, elem_id="regenerate-cancel")
-    status = gr.HTML(elem_id="regenerate-status")
-    takes = gr.HTML(elem_id="takes")
-    with gr.Row():
-        keep_new = gr.Button("Keep the new take", size="sm", visible=False, elem_id="keep-new")
-        keep_previous = gr.Button("Keep the earlier take", size="sm", visible=False, elem_id="keep-previous")
+    # What a regeneration says and asks: empty until one is asked for, and then taking no room (`STUDIO_CSS`)
+    with gr.Column(elem_id="regeneration-talk"):
+        problem = gr.HTML(elem_id="finish-problem")
+        plan = gr.HTML(elem_id="regenerate-plan")
+        with gr.Row():
+            confirm = gr.Button("Confirm", variant="primary", size="sm", visible=False, elem_id="regenerate-confirm")
+            cancel = gr.Button("Cancel", size="sm", visible=False, elem_id="regenerate-cancel")
+        status = gr.HTML(elem_id="regenerate-status")
+        takes = gr.HTML(elem_id="takes")
+        with gr.Row():
+            keep_new = gr.Button("Keep the new take", size="sm", visible=False, elem_id="keep-new")
+            keep_previous = gr.Button("Keep the earlier take", size="sm", visible=False, elem_id="keep-previous")
     downloads = gr.HTML(elem_id="downloads")
     return FinishView(
         episode, turn, new_text, regenerate, problem, plan, confirm, cancel, status, takes, keep_new, keep_previous,

@@ -1,11 +1,12 @@
 """Write: paste, type or upload a script, or load an example; see it parsed live, errors at their line.
 
-A file or an example goes into the editor at once when it is empty (or holds that very text); over a script of the
-producer's own it asks first, as the drafting stage's "Put it in the editor" does.
+A file or an example goes into the editor at once when it is empty (or holds that very text, or a bundled example as
+it was loaded); over a script of the producer's own it asks first, as the drafting stage's "Put it in the editor" does.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,10 +105,15 @@ def wire_write(view: WriteView, cast: CastView, context: StudioContext) -> None:
         if not path:
             return {view.problem: gr.skip()}
         text, problem = read_uploaded_script(path)
-        if problem or not (editor or "").strip() or text == editor:
+        # nothing of the producer's to lose: an empty editor, the same text, or a bundled example left as loaded
+        if problem or not (editor or "").strip() or text == editor or editor in example_texts():
             return {view.script: text, view.problem: problem, view.confirm: gr.Row(visible=False), view.pending: None}
         asked = f"The editor holds a script of yours. Replace it with {Path(path).name}?"
         return {view.confirm: gr.Row(visible=True), view.confirm_text: question(asked), view.pending: text}
+
+    @functools.cache
+    def example_texts() -> frozenset[str]:
+        return frozenset(read_uploaded_script(str(path))[0] for path in context.examples.scripts.values())
 
     view.upload.upload(offer, inputs=[view.upload, view.script], outputs=asked)
 
