@@ -236,14 +236,17 @@ def original_config_from_hf(config: VibeVoiceConfig, dtype: str = "bfloat16") ->
     `rope_scaling` where transformers 5 writes `rope_parameters`), so loading must translate them.
     """
     text = _original_decoder_config(config.text_config, dtype)
-    head = config.diffusion_head_config
+    # transformers types each sub-config as `dict | PreTrainedConfig | None`; a VibeVoiceConfig holds all four built.
+    audio: Any = config.audio_config
+    semantic: Any = config.semantic_model_config
+    head: Any = config.diffusion_head_config
     return {
         "model_type": "vibevoice",
         "architectures": ["VibeVoiceForConditionalGeneration"],
-        "acoustic_tokenizer_config": _original_tokenizer_config(config.audio_config, "gaussian"),
-        "semantic_tokenizer_config": _original_tokenizer_config(config.semantic_model_config, "none"),
-        "acoustic_vae_dim": config.audio_config.hidden_size,
-        "semantic_vae_dim": config.semantic_model_config.hidden_size,
+        "acoustic_tokenizer_config": _original_tokenizer_config(audio, "gaussian"),
+        "semantic_tokenizer_config": _original_tokenizer_config(semantic, "none"),
+        "acoustic_vae_dim": audio.hidden_size,
+        "semantic_vae_dim": semantic.hidden_size,
         "decoder_config": text,
         "diffusion_head_config": {
             "model_type": "vibevoice_diffusion_head",

@@ -13,11 +13,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    BatchEncoding,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -53,7 +55,8 @@ class TransformersChatModel:
     """A loaded instruct model and its tokenizer, answering chat conversations."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, source: str) -> None:
-        self.model = model
+        # A causal LM: `generate` is its GenerationMixin's, which `PreTrainedModel` does not declare.
+        self.model: Any = model
         self.tokenizer = tokenizer
         self._source = source
 
@@ -75,12 +78,15 @@ class TransformersChatModel:
         self, messages: Sequence[ChatMessage], max_new_tokens: int, stop: Callable[[], bool] | None = None
     ) -> str:
         """The assistant's greedy reply, cut at `max_new_tokens`, where the context window ends, or when `stop`."""
-        inputs = self.tokenizer.apply_chat_template(
+        encoded = self.tokenizer.apply_chat_template(
             [{"role": message.role, "content": message.content} for message in messages],
             add_generation_prompt=True,
             return_tensors="pt",
             return_dict=True,
-        ).to(self.model.device)
+        )
+        if not isinstance(encoded, BatchEncoding):  # what `return_dict=True` returns
+            raise TypeError(f"the chat template gave {type(encoded).__name__}, not the tokens and their mask")
+        inputs = encoded.to(self.model.device)
         prompt_length = inputs["input_ids"].shape[1]
         output = self.model.generate(
             **inputs,
@@ -88,7 +94,10 @@ class TransformersChatModel:
             logits_processor=LogitsProcessorList([_OpenWithBrace(self._brace_token_ids, prompt_length)]),
             stopping_criteria=StoppingCriteriaList([_StopWhen(stop)] if stop is not None else []),
         )
-        return self.tokenizer.decode(output[0, prompt_length:], skip_special_tokens=True)
+        text = self.tokenizer.decode(output[0, prompt_length:], skip_special_tokens=True)
+        if not isinstance(text, str):  # one sequence decodes to one string
+            raise TypeError(f"decoding one reply gave {type(text).__name__}")
+        return text
 
     def _room(self, prompt_length: int, max_new_tokens: int) -> int:
         """New tokens that fit after the prompt: `max_new_tokens`, or fewer at the end of the context."""
@@ -133,7 +142,7 @@ class _OpenWithBrace(LogitsProcessor):
             return scores
         forced = torch.full_like(scores, float("-inf"))
         forced[:, self.allowed_ids] = scores[:, self.allowed_ids]
-        return forced
+        return cast(torch.FloatTensor, forced)  # transformers' signature names the legacy tensor type
 
 
 class _StopWhen(StoppingCriteria):
@@ -143,7 +152,8 @@ class _StopWhen(StoppingCriteria):
         self.stop = stop
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object) -> torch.BoolTensor:
-        return torch.full((input_ids.shape[0],), self.stop(), dtype=torch.bool, device=input_ids.device)
+        stopped = torch.full((input_ids.shape[0],), self.stop(), dtype=torch.bool, device=input_ids.device)
+        return cast(torch.BoolTensor, stopped)  # transformers' signature names the legacy tensor type
 
 
 def load_chat_model(source: str, *, device: str | None = None, dtype: str | None = None) -> TransformersChatModel:
@@ -153,8 +163,8 @@ def load_chat_model(source: str, *, device: str | None = None, dtype: str | None
     if source == TINY_RANDOM:
         from models.tiny_instruct import write_tiny_instruct_checkpoint
 
-        with tempfile.TemporaryDirectory(prefix="voxcast-tiny-instruct-") as folder:
-            return _load_folder(write_tiny_instruct_checkpoint(folder), TINY_RANDOM, target_device, target_dtype)
+        with tempfile.TemporaryDirectory(prefix="voxcast-tiny-instruct-") as scratch:
+            return _load_folder(write_tiny_instruct_checkpoint(scratch), TINY_RANDOM, target_device, target_dtype)
     folder = Path(source).expanduser()
     if folder.exists():
         if not folder.is_dir():
@@ -176,7 +186,9 @@ def _load_folder(folder: Path, source: str, device: torch.device, dtype: torch.d
     read_json(folder / "config.json", what="script model config")
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model, info = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+        # With `output_loading_info`, the model and what loading it found (typed as the model alone).
+        loaded: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, output_loading_info=True)
+        model, info = loaded
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ModelLoadError(f"cannot load a script model from {folder}: {_first_line(error)}") from error
     missing = sorted(str(key) for key in info.get("missing_keys") or ())

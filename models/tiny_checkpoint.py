@@ -238,12 +238,13 @@ def build_tiny_model(
     `attentive` scales the weights so that every key the LM attends to moves its output (`_make_attention_matter`).
     """
     config = config or tiny_config()
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    ids = {token: _token_id(tokenizer, token) for token in SPECIAL_TOKENS}
     config.pad_token_id = config.eos_token_id = ids["<|endoftext|>"]
     config.audio_bos_token_id = ids["<|vision_start|>"]
     config.audio_eos_token_id = ids["<|vision_end|>"]
     config.audio_token_id = ids["<|vision_pad|>"]
-    config.text_config.pad_token_id = config.text_config.eos_token_id = config.eos_token_id
+    text: Any = config.text_config  # typed `dict | PreTrainedConfig | None` by transformers; built here
+    text.pad_token_id = text.eos_token_id = config.eos_token_id
     torch.manual_seed(seed)
     with _DrawnInFloat32():
         model = VibeVoiceForConditionalGeneration._from_config(config, dtype=dtype).eval()
@@ -275,7 +276,7 @@ class _DrawnInFloat32(TorchFunctionMode):
         kwargs = kwargs or {}
         tensor = args[0] if args else kwargs.get("tensor")
         is_fill = getattr(func, "__module__", None) in self._MODULES and func.__name__ in self._FILLS
-        if not (is_fill and self._drawn_slowly(tensor)):
+        if not (is_fill and isinstance(tensor, torch.Tensor) and self._drawn_slowly(tensor)):
             return func(*args, **kwargs)
         drawn = torch.empty(tensor.shape, dtype=torch.float32)
         if args:
@@ -287,10 +288,9 @@ class _DrawnInFloat32(TorchFunctionMode):
         return tensor
 
     @staticmethod
-    def _drawn_slowly(tensor: object) -> bool:
+    def _drawn_slowly(tensor: torch.Tensor) -> bool:
         return (
-            isinstance(tensor, torch.Tensor)
-            and tensor.dtype in (torch.bfloat16, torch.float16)
+            tensor.dtype in (torch.bfloat16, torch.float16)
             and tensor.device.type == "cpu"
             and not getattr(tensor, "_is_hf_initialized", False)  # a guarded fill leaves it be: so does this
         )
@@ -372,7 +372,7 @@ def random_model(size: str, device: torch.device, dtype: torch.dtype, *, attenti
     from models.loading import LoadedModel, leave_levelling_to_the_voice_prompt
 
     config = _config_of_size(size)
-    tokenizer = train_tiny_tokenizer(config.text_config.max_position_embeddings)
+    tokenizer = train_tiny_tokenizer(_context(config))
     with torch.device(device):
         model = build_tiny_model(tokenizer, seed=0, config=config, attentive=attentive, dtype=dtype)
     processor = VibeVoiceProcessor(VibeVoiceAcousticTokenizerFeatureExtractor(), tokenizer)
@@ -388,6 +388,20 @@ def random_model_bytes(size: str, dtype: torch.dtype) -> int:
         model = VibeVoiceForConditionalGeneration(_config_of_size(size))
     counts = [parameter.numel() for parameter in model.parameters()]
     return sum(counts) * dtype.itemsize + max(counts) * torch.float32.itemsize
+
+
+def _context(config: VibeVoiceConfig) -> int:
+    """The language model's context (its `text_config`, which transformers types loosely)."""
+    text: Any = config.text_config
+    return int(text.max_position_embeddings)
+
+
+def _token_id(tokenizer: Any, token: str) -> int:
+    """One special token's id (the tokenizer's lookup also takes and returns lists)."""
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise TypeError(f"the tokenizer has no single id for {token!r}: {found!r}")
+    return found
 
 
 def _config_of_size(size: str) -> VibeVoiceConfig:
@@ -418,7 +432,7 @@ def write_tiny_checkpoint(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = tiny_config(member)
-    tokenizer = train_tiny_tokenizer(config.text_config.max_position_embeddings)
+    tokenizer = train_tiny_tokenizer(_context(config))
     model = build_tiny_model(tokenizer, seed=seed, config=config, attentive=attentive)
     feature_extractor = VibeVoiceAcousticTokenizerFeatureExtractor()
     if layout == "hf":
