@@ -53,6 +53,7 @@ from core.audio_rates import FRAMES_PER_SECOND  # noqa: E402
 from models.segment_io import PromptInputs  # noqa: E402
 from pipeline.engine.engine import Engine, EngineConfig  # noqa: E402
 from pipeline.engine.requests import EventKind, GenerationRequest, RequestHandle  # noqa: E402
+from pipeline.engine.scheduler import STALL_MARGIN_SECONDS  # noqa: E402
 from pipeline.engine.simulated_device import (  # noqa: E402
     CostModel,
     SimulatedRunner,
@@ -465,6 +466,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefill-chunk", type=int, default=512, help="prompt tokens one request prefills a step")
     parser.add_argument("--token-budget", type=int, default=None, help="LM tokens a step (default slots + chunk)")
     parser.add_argument("--headroom", type=float, default=0.9, help="admission: a step's share of a frame's time")
+    parser.add_argument(
+        "--stall-margin",
+        type=float,
+        default=STALL_MARGIN_SECONDS,
+        help="seconds a step's predicted time keeps within a thin stream's buffer (prompts beside it)",
+    )
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of Poisson arrivals")
     parser.add_argument("--warm-up", type=float, default=30.0, help="arrivals before this are not measured")
     parser.add_argument("--long-frames", type=int, default=LONG_JOB["frames"], help="mixed: the long job's frames")
@@ -495,6 +502,7 @@ def main(argv: list[str] | None = None) -> dict:
         prefill_chunk=args.prefill_chunk,
         token_budget=args.token_budget,
         realtime_headroom=args.headroom,
+        stall_margin_seconds=args.stall_margin,
     )
     settings = Settings(costs, config, args.duration, args.warm_up, args.seed, prompt_tokens_pool())
     print(f"# costs {args.costs}; engine {config}", flush=True)

@@ -9,6 +9,7 @@ import pytest
 from pipeline.engine.scheduler import (
     OfflinePolicy,
     OnlinePolicy,
+    PrefillCosts,
     RequestView,
     StepBudget,
     StepCosts,
@@ -211,3 +212,55 @@ def test_a_streams_prompt_prefills_before_batch_work_of_the_same_importance() ->
     batch = queued(7, arrival=0)
     stream = replace(queued(8, arrival=5), streaming=True)
     assert OnlinePolicy().plan([batch, stream], StepBudget(4, 14, 16)).prefill == ((8, 10), (7, 4))
+
+
+# --- prompts beside a thin stream: as many as the step has time for ---------------------------------------------
+
+
+def thin_stream_and_prompts(prompts: int) -> list[RequestView]:
+    playing = view(1, stream=True, buffered=0.133)  # has just made its first frame: the next step must end by then
+    return [playing, *(view(10 + n, arrival=n, prompt=100, audio=False) for n in range(prompts))]
+
+
+def policy_that_prefilled(further_chunk_ms: float | None) -> OnlinePolicy:
+    """A policy that saw 90 ms decode steps and one-chunk prefills of 19 ms + 0.04 ms a token; with
+    `further_chunk_ms`, also a two-chunk step whose second chunk added that beyond its tokens."""
+    policy = policy_that_saw({1: 0.090, 16: 0.090}, slowdown=1.5)
+    policy.observe(1, 100, 0.090 + 0.023)
+    policy.observe(1, 200, 0.090 + 0.027)
+    if further_chunk_ms is not None:
+        policy.observe(1, 200, 0.090 + 0.027 + further_chunk_ms / 1000, chunks=2)
+    return policy
+
+
+PROMPTS = StepBudget(max_batch=16, token_budget=528, prefill_chunk=512)
+
+
+def test_beside_a_thin_stream_a_step_takes_the_prompts_its_predicted_time_allows() -> None:
+    # a runner that prefills a step's chunks in one forward: 90 + 19 + 4 a prompt = 121 ms for three prompts, within
+    # the thin stream's 133 ms less the 5 ms margin
+    batched = policy_that_prefilled(further_chunk_ms=0.0)
+    assert batched.plan(thin_stream_and_prompts(3), PROMPTS).prefill == ((10, 100), (11, 100), (12, 100))
+    assert len(batched.plan(thin_stream_and_prompts(5), PROMPTS).prefill) == 4  # the fifth would end at 133 ms
+    # a forward a chunk: a second prompt costs 19 ms more (136 ms): one prompt a step, as before
+    assert policy_that_prefilled(further_chunk_ms=19.0).plan(thin_stream_and_prompts(3), PROMPTS).prefill == (
+        (10, 100),
+    )
+    # no step of several chunks seen yet: each further chunk is priced as its own forward
+    assert len(policy_that_prefilled(further_chunk_ms=None).plan(thin_stream_and_prompts(3), PROMPTS).prefill) == 1
+    # nothing learnt of prefill: one prompt; no thin stream: the token budget alone decides
+    assert len(policy_that_saw({1: 0.090, 16: 0.090}).plan(thin_stream_and_prompts(3), PROMPTS).prefill) == 1
+    comfortable = [replace(thin_stream_and_prompts(0)[0], buffered_seconds=0.5), *thin_stream_and_prompts(5)[1:]]
+    assert len(policy_that_prefilled(further_chunk_ms=19.0).plan(comfortable, PROMPTS).prefill) == 5
+
+
+def test_prefill_costs_are_a_line_for_one_chunk_and_a_mean_for_each_further_one() -> None:
+    costs = PrefillCosts()
+    assert costs.estimate(1, 100) is None and costs.estimate(0, 0) == 0.0
+    costs.record(1, 100, 0.010)
+    assert costs.estimate(1, 200) == pytest.approx(0.020)  # one prompt size seen: priced by the token
+    costs.record(1, 300, 0.014)
+    assert costs.estimate(1, 200) == pytest.approx(0.012)  # 8 ms + 0.02 ms a token
+    assert costs.estimate(3, 300) == pytest.approx(0.030)  # further chunks priced as the first's fixed 8 ms
+    costs.record(3, 300, 0.018)
+    assert costs.estimate(3, 300) == pytest.approx(0.018)  # they cost 2 ms each

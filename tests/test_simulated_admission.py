@@ -9,7 +9,7 @@ from core.audio_rates import FRAMES_PER_SECOND
 from models.segment_io import PromptInputs
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.requests import EventKind, GenerationRequest, RequestHandle
-from pipeline.engine.simulated_device import CostModel, SimulatedRunner, VirtualClock, simulated_spec
+from pipeline.engine.simulated_device import CostModel, SimulatedRunner, StepShape, VirtualClock, simulated_spec
 
 # A device where each row adds to a frame step: 1 row 40 ms, 8 rows 180 ms (a frame plays for 133 ms).
 ROWS_COST = CostModel.from_costs(
@@ -73,3 +73,54 @@ def test_admitted_streams_stay_on_time_and_the_rest_wait_for_an_honest_estimate(
 def test_without_admission_control_the_same_load_makes_every_stream_stutter() -> None:
     _, frames, _, _ = run_overload(headroom=None)
     assert sum(late_frames(times) > 0 for times in frames.values()) >= STREAMS // 2
+
+
+# A GPU's shape: a frame step costs 90 ms at any row count; a prompt chunk 19 ms + 0.04 ms a token.
+FLAT_COST = {
+    "parts_by_batch": [
+        {"batch_size": b, "lm_step_ms": 10.0, "diffusion_sampling_ms": 40.0, "acoustic_decode_ms": 15.0,
+         "semantic_encode_ms": 10.0, "connectors_ms": 0.0, "other_ms": 5.0}
+        for b in (1, 16)
+    ],
+    "prefill_chunks": [{"tokens": 100, "ms": 23.0}, {"tokens": 200, "ms": 27.0}],
+}  # fmt: skip
+
+
+def first_audio_beside_a_thin_stream(batched_prefill: bool) -> tuple[list[float], list[float]]:
+    """A stream makes its first frame, then three prompts arrive: the times of their first frames, and the
+    playing stream's frames."""
+    costs = CostModel.from_costs(FLAT_COST)
+    costs.batched_prefill = batched_prefill
+    clock = VirtualClock(count_host=False)
+    engine = Engine(SimulatedRunner(simulated_spec(rows=16, num_blocks=2000), costs, clock), EngineConfig(slots=16))
+    for rows in (1, 16):  # what a warm-up measures: a step's cost by its rows, and what prompt chunks add to it
+        engine.policy.observe(rows, 0, costs.frame_step_seconds(rows))
+    for chunks in ((100,), (200,), (100, 100)):
+        shape = StepShape(decode_rows=1, frame_rows=1, prefill_chunks=chunks)
+        engine.policy.observe(1, sum(chunks), costs.step_seconds(shape), chunks=len(chunks))
+
+    def stream() -> RequestHandle:
+        prompt = PromptInputs(torch.zeros(1, 100, dtype=torch.long), None, None)
+        return engine.submit(GenerationRequest(prompt, 20, streaming=True, arrival=clock()))
+
+    playing = stream()
+    engine.step()  # its prompt and first frame: it now has 133 ms of audio ahead, and the next step must end by then
+    newcomers = [stream() for _ in range(3)]
+    frames: dict[int, list[float]] = {handle.request_id: [] for handle in (playing, *newcomers)}
+    frames[playing.request_id].append(clock())
+    playing.drain()
+    while engine.step():
+        for handle in (playing, *newcomers):
+            frames[handle.request_id] += [clock() for e in handle.drain() if e.kind is EventKind.AUDIO]
+    return [frames[handle.request_id][0] for handle in newcomers], frames[playing.request_id]
+
+
+def test_a_batched_prefill_starts_every_prompt_the_thin_streams_step_has_time_for() -> None:
+    # one forward for every chunk: 90 + 19 + 3 x 4 = 121 ms, within the playing stream's 133 ms less 5 ms
+    firsts, playing = first_audio_beside_a_thin_stream(batched_prefill=True)
+    assert len(set(firsts)) == 1
+    assert late_frames(playing) == 0
+    # a forward a chunk: two prompts would take 136 ms, so one a step; the playing stream is still on time
+    firsts, playing = first_audio_beside_a_thin_stream(batched_prefill=False)
+    assert len(set(firsts)) == 3
+    assert late_frames(playing) == 0

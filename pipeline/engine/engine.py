@@ -45,6 +45,7 @@ from pipeline.engine.requests import (
 from pipeline.engine.scheduler import (
     INTERACTIVE_SLOWDOWN,
     POLICIES,
+    STALL_MARGIN_SECONDS,
     OfflinePolicy,
     OnlinePolicy,
     Policy,
@@ -138,10 +139,15 @@ class EngineConfig:
     # the engine ran) to take at most this share of a frame's playback time, so admitted streams stay on time
     # under overload and the rest wait with a queue place (`queue_places`); None: rows and memory alone decide.
     realtime_headroom: float | None = 0.9
+    # Online: while a stream is thin, a step takes prompt chunks while its predicted time stays this far within the
+    # thinnest stream's buffered audio (see `OnlinePolicy`).
+    stall_margin_seconds: float = STALL_MARGIN_SECONDS
 
     def make_policy(self) -> Policy:
         if self.policy == "online":
-            return OnlinePolicy(interactive_slowdown=self.interactive_slowdown)
+            return OnlinePolicy(
+                interactive_slowdown=self.interactive_slowdown, stall_margin_seconds=self.stall_margin_seconds
+            )
         return OfflinePolicy()
 
     def budget(self) -> StepBudget:
@@ -471,7 +477,7 @@ class Engine:
             self._step_seconds = interval if self._step_seconds is None else 0.9 * self._step_seconds + 0.1 * interval
         self._last_step_end = ended
         prefill_tokens = sum(tokens for _, tokens in prefill)
-        self.policy.observe(len(decode), prefill_tokens, seconds)
+        self.policy.observe(len(decode), prefill_tokens, seconds, chunks=len(prefill))
         self._record_all(outcomes)
         if self._step_listeners:
             timing = StepTiming(seconds, len(decode), prefill_tokens, sum(outcome.made_frame for outcome in outcomes))

@@ -9,8 +9,11 @@ Three decisions, each a small function or policy class over plain views:
     has not produced audio yet is urgent (time to first audio), and so is a streaming request whose audio
     buffered ahead of real time has dropped under a margin; then higher priority. Prefill chunks are kept
     small so the streams already playing keep their cadence, a stream's prompt goes before batch work's, and
-    while a playing stream has less than `THIN_BUFFER_SECONDS` of audio ahead of its listener a step prefills
-    one chunk at most, so the step ends before that stream stalls. While the most important work present is
+    while a playing stream has less than `THIN_BUFFER_SECONDS` of audio ahead of its listener a step takes
+    prompt chunks only while its predicted time (`StepCosts` and `PrefillCosts`, learnt from the steps the
+    engine ran) stays within the thinnest playing stream's buffered audio less a margin, so the step ends
+    before that stream stalls: one chunk at least, and as many as fit where the runner prefills several
+    prompts' chunks in one forward. While the most important work present is
     interactive (a speech request at priority 9 beside short jobs at 5, or any interactive work beside batch),
     its rows lead every step, and the step holds only as many other rows as keep it within
     `interactive_slowdown` times the cost of the leading rows alone (`StepCosts` learns a step's cost by its
@@ -34,14 +37,18 @@ Three decisions, each a small function or policy class over plain views:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 INTERACTIVE_SLOWDOWN = 1.5  # how much slower than its own rows alone a step holding interactive work may be
-# Online: while a playing stream has less audio than this ahead of its listener, a step prefills one prompt chunk at
-# most (each chunk is a forward of its own: two or three beside a full decode step outlast a frame's 133 ms).
+# Online: while a playing stream has less audio than this ahead of its listener, a step takes prompt chunks only as
+# far as its predicted time keeps clear of that stream's buffer by `STALL_MARGIN_SECONDS` (one chunk at least).
 THIN_BUFFER_SECONDS = 0.2
+# What a thin stream's buffer keeps clear of a step's predicted time: the host's work after planning (not in the
+# learnt step costs: about 1.5 ms at 128 rows) and the prediction's error. On the H200 cost file 5 ms lets a batched
+# prefill take two prompts beside a stream that has just started (a tenth of a frame, 13 ms, lets it take one).
+STALL_MARGIN_SECONDS = 0.005
 
 
 @dataclass(frozen=True)
@@ -103,13 +110,11 @@ class StepCosts:
         """A step's seconds with `rows` rows; None until steps of two different sizes were seen."""
         if rows in self.seconds:
             return self.seconds[rows]
-        if len(self.seconds) < 2:
+        line = _line_through(list(self.seconds.items()))
+        if line is None:
             return None
-        counts, seconds = list(self.seconds), list(self.seconds.values())
-        mean_rows, mean_seconds = sum(counts) / len(counts), sum(seconds) / len(seconds)
-        spread = sum((count - mean_rows) ** 2 for count in counts)
-        slope = sum((c - mean_rows) * (s - mean_seconds) for c, s in zip(counts, seconds, strict=True)) / spread
-        return mean_seconds + max(slope, 0.0) * (rows - mean_rows)
+        intercept, slope, mean_rows = line
+        return intercept + max(slope, 0.0) * (rows - mean_rows)
 
     def rows_within(self, seconds: float, least: int, most: int) -> int:
         """The most rows (from `least` to `most`) a step may hold and still take at most `seconds`."""
@@ -117,6 +122,62 @@ class StepCosts:
         while rows < most and (cost := self.estimate(rows + 1)) is not None and cost <= seconds:
             rows += 1
         return rows
+
+
+class PrefillCosts:
+    """What a step's prompt chunks add to its decode rows' time, learnt from the steps that prefilled beside rows.
+
+    A step's prefill is priced `first + per_token * tokens + more * (chunks - 1)`: a runner that runs a forward per
+    chunk pays each further chunk's fixed part again (`more` about `first`'s fixed part), one that prefills every
+    chunk of a step in one forward pays next to nothing more. `first` and `per_token` are the least-squares line
+    through the one-chunk steps' extra seconds (a step's seconds less the learnt decode step of its rows) by their
+    tokens; `more` is what the steps of several chunks took beyond that line, per further chunk. Until a step of
+    several chunks was seen, each further chunk is priced as a one-chunk step's fixed part: the cautious guess.
+    Recent steps only (`window`), so the figures follow the device. Pure bookkeeping: the engine tells it.
+    """
+
+    def __init__(self, window: int = 64) -> None:
+        self.single: deque[tuple[int, float]] = deque(maxlen=window)  # (tokens, extra seconds) of one-chunk steps
+        self.several: deque[tuple[int, int, float]] = deque(maxlen=window)  # (chunks, tokens, extra seconds)
+        self.first: float | None = None  # seconds a one-chunk step adds beyond its tokens' part
+        self.per_token = 0.0
+        self.more: float | None = None  # seconds each further chunk adds beyond its tokens' part
+
+    def record(self, chunks: int, tokens: int, extra_seconds: float) -> None:
+        if chunks == 1:
+            self.single.append((tokens, extra_seconds))
+            self._fit_single()
+        elif chunks > 1:
+            self.several.append((chunks, tokens, extra_seconds))
+        if self.several and self.first is not None:
+            further = [(extra - self.first - self.per_token * t) / (n - 1) for n, t, extra in self.several]
+            self.more = max(0.0, sum(further) / len(further))
+
+    def estimate(self, chunks: int, tokens: int) -> float | None:
+        """Seconds `chunks` chunks of `tokens` tokens in all add to a step; None until a one-chunk step was seen."""
+        if self.first is None or chunks <= 0:
+            return None if chunks > 0 else 0.0
+        more = self.first if self.more is None else self.more
+        return max(0.0, self.first + self.per_token * tokens + more * (chunks - 1))
+
+    def _fit_single(self) -> None:
+        line = _line_through(list(self.single))
+        if line is None:  # one prompt size seen: price by the token, which errs high for the longer chunks
+            tokens = sum(t for t, _ in self.single)
+            self.first, self.per_token = 0.0, max(0.0, sum(e for _, e in self.single)) / max(tokens, 1)
+            return
+        intercept, slope, mean_tokens = line
+        self.per_token = max(slope, 0.0)
+        self.first = max(0.0, intercept - self.per_token * mean_tokens)
+
+
+def _line_through(points: Sequence[tuple[int, float]]) -> tuple[float, float, float] | None:
+    """(mean y, slope, mean x) of the least-squares line through `points`; None without two different x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mean_x, mean_y = sum(x for x, _ in points) / len(points), sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return mean_y, sum((x - mean_x) * (y - mean_y) for x, y in points) / spread, mean_x
 
 
 class OnlinePolicy:
@@ -128,6 +189,7 @@ class OnlinePolicy:
         buffer_margin_seconds: float = 2.0,
         interactive_slowdown: float = INTERACTIVE_SLOWDOWN,
         thin_buffer_seconds: float = THIN_BUFFER_SECONDS,
+        stall_margin_seconds: float = STALL_MARGIN_SECONDS,
     ) -> None:
         if interactive_slowdown < 1:
             raise ValueError(
@@ -137,12 +199,16 @@ class OnlinePolicy:
         self.buffer_margin_seconds = buffer_margin_seconds
         self.interactive_slowdown = interactive_slowdown
         self.thin_buffer_seconds = thin_buffer_seconds
+        self.stall_margin_seconds = stall_margin_seconds
         self.costs = StepCosts()
+        self.prefill_costs = PrefillCosts()
 
-    def observe(self, rows: int, prefill_tokens: int, seconds: float) -> None:
-        """A step ran: `rows` decode rows and `prefill_tokens` prompt tokens in `seconds`."""
+    def observe(self, rows: int, prefill_tokens: int, seconds: float, chunks: int = 1) -> None:
+        """A step ran: `rows` decode rows and `prefill_tokens` prompt tokens (in `chunks` chunks) in `seconds`."""
         if rows and not prefill_tokens:
             self.costs.record(rows, seconds)
+        elif rows and (decode := self.costs.estimate(rows)) is not None:  # (a prompt alone: no decode step to add to)
+            self.prefill_costs.record(chunks, prefill_tokens, seconds - decode)
 
     def plan(self, requests: Sequence[RequestView], budget: StepBudget) -> StepPlan:
         decodable = sorted((r for r in requests if r.prompt_remaining == 0), key=self._urgency)
@@ -153,9 +219,23 @@ class OnlinePolicy:
         decode = tuple(r.request_id for r in decodable[:rows])
         waiting = sorted((r for r in requests if r.prompt_remaining > 0), key=_first_served)
         chunks = _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk)
-        if any(self._thin(r) for r in decodable[:rows]):  # a stream could hear a stall: one prompt this step
-            chunks = chunks[:1]
+        thin = [r.buffered_seconds for r in decodable[:rows] if self._thin(r)]
+        if thin and len(chunks) > 1:  # a stream could hear a stall: only the prompts the step has time for
+            chunks = chunks[: self._chunks_within(min(thin) - self.stall_margin_seconds, len(decode), chunks)]
         return StepPlan(decode, chunks)
+
+    def _chunks_within(self, seconds: float, rows: int, chunks: Sequence[tuple[int, int]]) -> int:
+        """How many of `chunks` (one at least) a step of `rows` decode rows may take and still be predicted to
+        end within `seconds`; one while nothing is learnt."""
+        decode = self.costs.estimate(rows)
+        count, tokens = 1, chunks[0][1]
+        while decode is not None and count < len(chunks):
+            tokens += chunks[count][1]
+            predicted = self.prefill_costs.estimate(count + 1, tokens)
+            if predicted is None or decode + predicted > seconds:
+                break
+            count += 1
+        return count
 
     def _thin(self, request: RequestView) -> bool:
         """A stream playing with less than `thin_buffer_seconds` of audio ahead: this step must end before that."""
@@ -182,7 +262,7 @@ class OnlinePolicy:
 class OfflinePolicy:
     """Throughput first: everything decodable decodes, oldest first; prompts prefill in big chunks."""
 
-    def observe(self, rows: int, prefill_tokens: int, seconds: float) -> None:
+    def observe(self, rows: int, prefill_tokens: int, seconds: float, chunks: int = 1) -> None:
         """Step times do not change what this policy does."""
 
     def plan(self, requests: Sequence[RequestView], budget: StepBudget) -> StepPlan:
