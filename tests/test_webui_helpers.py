@@ -3,11 +3,9 @@ and events, HTML that escapes what users typed, and where files and the api are 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import html
 import json
-from collections.abc import AsyncIterator
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -35,7 +33,7 @@ from core.worker_presence import SupervisedWorker
 from script_text.parser import parse_script
 from script_text.plan import plan_script
 from tests.conftest import write_voice_file
-from webui.api_client import ServerSentEvent, StudioApiError, _raise_for_problem, _server_sent_events
+from webui.api_client import StudioApiError, _raise_for_problem
 from webui.app import local_api_url
 from webui.examples import example_voice_name, find_examples
 from webui.files import StudioFiles, episode_file_name
@@ -125,24 +123,6 @@ def test_api_errors_become_messages_with_their_fields_and_lines() -> None:
     _raise_for_problem(_response(200, {"jobs": []}))
 
 
-def test_server_sent_events_are_read_across_comments_and_keep_alives() -> None:
-    lines = ["event: state", 'data: {"state": "queued"}', "", ": keep-alive", "", "event: segment",
-             'data: {"index": 0,', 'data:  "audio": "/a.wav"}', ""]  # fmt: skip
-
-    async def read() -> list[ServerSentEvent]:
-        async def source() -> AsyncIterator[str]:
-            for line in lines:
-                yield line
-
-        return [event async for event in _server_sent_events(source())]
-
-    events = asyncio.run(read())
-    assert [(event.name, event.data) for event in events] == [
-        ("state", {"state": "queued"}),
-        ("segment", {"index": 0, "audio": "/a.wav"}),
-    ]
-
-
 def test_html_escapes_what_users_typed_and_marks_the_bad_line() -> None:
     shown = script_error_html("Alice: <b>hi</b>\n<script>x</script>\nBob: ok", "bad <tag>", 2)
     assert "<script>" not in shown and "&lt;script&gt;" in shown and "bad &lt;tag&gt;" in shown
@@ -154,7 +134,9 @@ def test_html_escapes_what_users_typed_and_marks_the_bad_line() -> None:
 
 def _job(title: str | None) -> JobView:
     """A done job, with only what the naming and the player read (built unvalidated, as the api's view grows)."""
-    return JobView.model_construct(id="0123456789abcdef0123456789abcdef", state="done", title=title, audio_seconds=3.0)
+    return JobView.model_construct(
+        id="0123456789abcdef0123456789abcdef", state="done", title=title, audio_seconds=3.0, episode=None
+    )
 
 
 def test_the_episode_player_marks_the_turn_to_play_from() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
+from httpx_sse import aconnect_sse
 from pydantic import BaseModel
 
 from api.schemas import (
@@ -78,14 +79,6 @@ class Access(Enum):
 
     USER = "user"
     ADMIN = "admin"
-
-
-@dataclass(frozen=True)
-class ServerSentEvent:
-    """One server-sent event as it came: its name and its parsed JSON `data`."""
-
-    name: str
-    data: Any
 
 
 class StudioApi:
@@ -220,13 +213,13 @@ class StudioApi:
     async def _events(self, path: str, models: Mapping[str, type[_Event]]) -> AsyncIterator[_Event]:
         """The stream at `path`, each event read as its name's model (events of other names are skipped)."""
         async with self._client(read_timeout=_EVENT_READ_TIMEOUT_SECONDS) as client:
-            async with client.stream("GET", path) as response:
-                if response.is_error:
-                    await response.aread()
-                    _raise_for_problem(response)
-                async for event in _server_sent_events(response.aiter_lines()):
-                    if event.name in models:
-                        yield models[event.name].model_validate(event.data)
+            async with aconnect_sse(client, "GET", path) as source:
+                if source.response.is_error:
+                    await source.response.aread()
+                    _raise_for_problem(source.response)
+                async for event in source.aiter_sse():
+                    if event.event in models:
+                        yield models[event.event].model_validate_json(event.data)
 
     # --- script jobs ------------------------------------------------------------------------------------
 
@@ -380,19 +373,3 @@ def _problem(item: dict[str, Any]) -> FieldProblem:
         message=str(item.get("msg") or "invalid value"),
         line=line if isinstance(line, int) else None,
     )
-
-
-async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEvent]:
-    """Parse a text/event-stream: `event:` and `data:` lines, a blank line ends an event, `:` is a comment."""
-    kind, data = "message", []
-    async for line in lines:
-        if not line:
-            if data:
-                yield ServerSentEvent(kind, json.loads("\n".join(data)))
-            kind, data = "message", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            kind = line.removeprefix("event:").strip()
-        elif line.startswith("data:"):
-            data.append(line.removeprefix("data:").removeprefix(" "))

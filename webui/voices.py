@@ -48,7 +48,10 @@ class RecordingShape:
     channels: int
 
 
-@functools.lru_cache(maxsize=64)
+_RECORDINGS_REMEMBERED = 64
+
+
+@functools.lru_cache(maxsize=_RECORDINGS_REMEMBERED)
 def recording_problem(path: str) -> str | None:
     """Why the api would refuse this recording as a voice (silent, corrupt, too short, too long...), read with its
     own voice loader once per uploaded file; None when it takes it."""
@@ -59,9 +62,10 @@ def recording_problem(path: str) -> str | None:
     return None
 
 
-@functools.cache
+@functools.lru_cache(maxsize=_RECORDINGS_REMEMBERED)
 def recording_shape(path: Path) -> RecordingShape:
-    """The shape the api will record for `path`, read with the api's own voice loader (once per file)."""
+    """The shape the api will record for `path`, read with the api's own voice loader (once per file, while it is
+    among the last `_RECORDINGS_REMEMBERED` asked about: a studio that runs for months sees many uploads)."""
     prompt = load_voice_prompt(path)
     return RecordingShape(round(prompt.seconds, 3), prompt.original_sample_rate, prompt.original_channels)
 
