@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import select
 
 from core.models import JobSegment
+from core.settings import Settings
 
 # Four turns and a pause, generated turn by turn: a job of several segments, for kill-and-resume tests.
 FOUR_TURNS = "".join(
@@ -19,6 +22,13 @@ FOUR_TURNS = "".join(
 )
 FOUR_TURNS_PAUSE_SECONDS = 0.5
 FOUR_TURNS_SETTINGS = {"diffusion_steps": 2, "seed": 11}
+
+
+def in_process_settings(data_dir: Path, redis_url: str, **overrides: Any) -> Settings:
+    """Settings for an api (and worker services) run in the test's own process: a single-user install on the real
+    Redis, under a namespace of its own so that tests running side by side never read each other's queues."""
+    namespace = f"voxcast-test-{uuid.uuid4().hex[:8]}"
+    return Settings(data_dir=data_dir, redis_url=redis_url, redis_namespace=namespace, single_user=True, **overrides)
 
 
 def upload_voice(client: httpx.Client, path: Path, name: str) -> str:

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from core.storage import DataFolder
 from models.loading import LoadedModel, load_model
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.factory import engine_for_model
-from tests.service_client import FOUR_TURNS_SETTINGS, upload_voice
+from tests.service_client import FOUR_TURNS_SETTINGS, in_process_settings, upload_voice
 from tests.waiting import wait_until
 from workers.cancel_watch import CancelWatch
 from workers.job_execution import execute_job
@@ -100,13 +99,7 @@ class JobPath:
 @pytest.fixture
 def path(tmp_path: Path, engine: Engine, service_redis_url: str, voice_wav: Path) -> Iterator[JobPath]:
     (tmp_path / "voice.wav").write_bytes(voice_wav.read_bytes())
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        redis_url=service_redis_url,
-        redis_namespace=f"voxcast-test-{uuid.uuid4().hex[:8]}",
-        single_user=True,
-        heartbeat_seconds=0.2,
-    )
+    settings = in_process_settings(tmp_path / "data", service_redis_url, heartbeat_seconds=0.2)
     with TestClient(create_app(settings)) as api:
         job_path = JobPath(settings, engine, api)
         yield job_path
@@ -229,14 +222,8 @@ def test_a_full_disk_pauses_the_job_and_freed_space_lets_it_finish_as_an_undistu
     its lease, and once space is freed goes on from what it stored, ending done on its first attempt with the
     audio of a run the disk never disturbed (the database is on another disk, as PostgreSQL would be)."""
     (tmp_path / "voice.wav").write_bytes(voice_wav.read_bytes())
-    settings = Settings(
-        data_dir=small_disk,
-        database_url=f"sqlite:///{tmp_path / 'voxcast.db'}",
-        redis_url=service_redis_url,
-        redis_namespace=f"voxcast-test-{uuid.uuid4().hex[:8]}",
-        single_user=True,
-        heartbeat_seconds=0.2,
-    )
+    database_url = f"sqlite:///{tmp_path / 'voxcast.db'}"
+    settings = in_process_settings(small_disk, service_redis_url, database_url=database_url, heartbeat_seconds=0.2)
     with TestClient(create_app(settings)) as api:
         path = JobPath(settings, engine, api)
         reference, disturbed = path.submit(), path.submit()

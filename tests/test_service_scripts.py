@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +21,9 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from core.models import ScriptJob
-from core.settings import Settings
 from script_text.drafting.jobs import MAX_SOURCE_CHARS
 from tests.hardening import assert_healthy, assert_refused
-from tests.service_client import read_event_stream
+from tests.service_client import in_process_settings, read_event_stream
 from tests.test_hardening_inputs import SCRIPTS as HOSTILE_SCRIPTS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples" / "scripts"
@@ -392,13 +390,7 @@ def test_a_single_user_install_is_refused_past_the_in_flight_limit_in_words_for_
 ) -> None:
     """No keys on a single-user install: the refusal speaks to the one person (no "this key") and still names the
     setting whoever runs the server can raise."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        redis_url=service_redis_url,
-        redis_namespace=f"voxcast-test-{uuid.uuid4().hex[:8]}",
-        single_user=True,
-        max_jobs_in_flight=1,
-    )
+    settings = in_process_settings(tmp_path / "data", service_redis_url, max_jobs_in_flight=1)
     with TestClient(create_app(settings)) as api:
         first = api.post("/v1/scripts", json={"task": "draft", "material": NOTES})
         assert first.status_code == 202, first.text  # no scripts worker here: it stays queued
