@@ -187,33 +187,46 @@ def retry_transient(function: Callable[_P, _R]) -> Callable[_P, _R]:
             (value.retry_seconds for value in (*args, *kwargs.values()) if isinstance(value, Database)),
             DEFAULT_RETRY_SECONDS,
         )
-        started = time.monotonic()
-        delay = _RETRY_FIRST_DELAY
-        while True:
-            try:
-                return function(*args, **kwargs)
-            except (DBAPIError, SQLAlchemyTimeoutError) as error:
-                if not is_transient(error):
-                    raise
-                waited = time.monotonic() - started
-                if waited + delay > budget:
-                    raise DatabaseUnavailable(function.__name__, waited, error) from error
-                logger.warning(
-                    "database not available; trying again",
-                    extra={"operation": function.__name__, "error": _one_line(error), "waited_s": round(waited, 1)},
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, _RETRY_LONGEST_DELAY)
+        return call_retrying(functools.partial(function, *args, **kwargs), function.__name__, budget)
 
     return retrying
 
 
-def upgrade_database(url: str) -> None:
+def call_retrying(call: Callable[[], _R], operation: str, budget: float) -> _R:
+    """`call()`, run again with backoff while the database answers "not now", for up to `budget` seconds; past it
+    `DatabaseUnavailable` (see `retry_transient`)."""
+    started = time.monotonic()
+    delay = _RETRY_FIRST_DELAY
+    while True:
+        try:
+            return call()
+        except (DBAPIError, SQLAlchemyTimeoutError) as error:
+            if not is_transient(error):
+                raise
+            waited = time.monotonic() - started
+            if waited + delay > budget:
+                raise DatabaseUnavailable(operation, waited, error) from error
+            logger.warning(
+                "database not available; trying again",
+                extra={"operation": operation, "error": _one_line(error), "waited_s": round(waited, 1)},
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, _RETRY_LONGEST_DELAY)
+
+
+def upgrade_database(url: str, retry_seconds: float = DEFAULT_RETRY_SECONDS) -> None:
     """Bring the schema to the newest migration; safe when the api and workers start at the same time.
 
     Concurrent starters take turns on a lock (a PostgreSQL advisory lock, or a lock file beside a SQLite
-    database), so the second one finds the schema current and does nothing.
+    database), so the second one finds the schema current and does nothing. A process that starts while the
+    database is away (a restart, a failover) waits for it, saying so, for up to `retry_seconds`, instead of
+    exiting at once: a restart policy would only start it again into the same outage, over and over.
     """
+    call_retrying(lambda: _upgrade(url), "upgrade_database", retry_seconds)
+    logger.info("database schema is current", extra={"database": make_url(url).render_as_string()})
+
+
+def _upgrade(url: str) -> None:
     engine = create_database_engine(url)
     try:
         with _migration_lock(engine), engine.connect() as connection:
@@ -224,7 +237,6 @@ def upgrade_database(url: str) -> None:
             connection.commit()
     finally:
         engine.dispose()
-    logger.info("database schema is current", extra={"database": make_url(url).render_as_string()})
 
 
 @contextlib.contextmanager

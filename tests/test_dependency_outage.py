@@ -8,9 +8,11 @@ PostgreSQL everyone else's tests share is never an option.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +92,21 @@ def test_every_route_answers_503_while_the_database_is_stopped_and_serves_again_
         cluster.start()
         assert client.get("/v1/jobs").status_code == 200
         assert client.get("/health").json()["database"] == "ok"
+
+
+def test_an_api_started_while_the_database_is_stopped_waits_for_it_and_serves_once_it_answers(
+    cluster: PrivateCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process that starts into an outage (a restart policy, a deploy during a failover) waits for the database,
+    saying so, and comes up once it answers, instead of exiting at once to be started into the same outage again."""
+    cluster.stop()
+    settings = Settings(data_dir=tmp_path / "data", database_url=cluster.url, single_user=True)
+    starter = threading.Timer(3.0, cluster.start)  # the database comes back while the api waits for it
+    starter.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="core.db"), TestClient(create_app(settings)) as client:
+            assert client.get("/v1/jobs").status_code == 200
+    finally:
+        starter.join()
+    waits = [record for record in caplog.records if record.getMessage() == "database not available; trying again"]
+    assert waits and all(getattr(record, "operation", None) == "upgrade_database" for record in waits)
