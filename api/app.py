@@ -49,7 +49,7 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        upgrade_database(database_url(settings), settings.database_retry_seconds)
+        upgrade_database(database_url(settings), settings.start_wait_seconds)
         data = DataFolder.from_settings(settings)
         data.files.check()  # a store that cannot be reached stops the api at start, saying which and why
         redis_client = redis.asyncio.Redis.from_url(settings.redis_url)

@@ -84,13 +84,29 @@ def redis_problem(url: str) -> str | None:
     return None
 
 
+def _wait_for_redis(url: str, seconds: float) -> str | None:
+    """Wait up to `seconds` for the Redis at `url` to answer (it may be restarting as serve starts), saying so once;
+    why it still does not answer, or None once it does."""
+    deadline = time.monotonic() + seconds
+    problem = redis_problem(url)
+    if problem is not None and seconds > 0:
+        print(f"voxcast: waiting up to {seconds:.0f} s for the Redis at {shown(url)} ({problem})", flush=True)
+    while problem is not None and time.monotonic() < deadline:
+        time.sleep(min(_REDIS_WAIT_STEP_SECONDS, max(0.0, deadline - time.monotonic())))
+        problem = redis_problem(url)
+    return problem
+
+
+_REDIS_WAIT_STEP_SECONDS = 1.0
+
+
 @contextlib.contextmanager
 def serve_broker(settings: Settings, stop: StopDeadline) -> Iterator[Broker]:
     """The broker for `settings` (see the module's docstring), stopped when the block ends if serve started it, by
     `stop`'s deadline."""
     url = settings.redis_url
     if settings.redis_url_given:
-        if (problem := redis_problem(url)) is not None:
+        if (problem := _wait_for_redis(url, settings.start_wait_seconds)) is not None:
             raise BrokerError(
                 f"no Redis answers at {shown(url)} ({problem}); start one with `redis-server` or `docker compose up -d "
                 "redis`, or unset VOXCAST_REDIS_URL and serve starts a private one"

@@ -28,7 +28,7 @@ def register(subcommands: argparse._SubParsersAction, settings: Settings) -> Non
 
 
 def _database(settings: Settings) -> Database:
-    upgrade_database(database_url(settings), settings.database_retry_seconds)
+    upgrade_database(database_url(settings), settings.start_wait_seconds)
     return Database.from_settings(settings)
 
 

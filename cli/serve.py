@@ -107,7 +107,7 @@ def _run_worker_alone(args: argparse.Namespace, settings: Settings) -> NoReturn:
         sys.exit(EXIT_FAILED)
     from core.db import database_url, upgrade_database
 
-    upgrade_database(database_url(settings), settings.database_retry_seconds)
+    upgrade_database(database_url(settings), settings.start_wait_seconds)
     command = worker_command(settings, args.max_jobs) if args.only == "worker" else scripts_worker_command(settings)
     os.execvpe(command[0], command, _worker_environment(args, os.environ))
 
@@ -121,7 +121,7 @@ def _serve_with(broker: Broker, args: argparse.Namespace, settings: Settings, st
     from core.db import database_url, upgrade_database
 
     settings = settings.model_copy(update={"redis_url": broker.url, "private_redis": False})
-    upgrade_database(database_url(settings), settings.database_retry_seconds)
+    upgrade_database(database_url(settings), settings.start_wait_seconds)
     environment = _worker_environment(args, {**os.environ, "VOXCAST_REDIS_URL": broker.url})
     environment.pop("VOXCAST_PRIVATE_REDIS", None)  # the workers use this broker: they start none
     fatal: list[str] = []

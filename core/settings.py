@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     # how long a database write that met "not now" (a restart, a failover) is tried again before the work is handed
     # back (`core.db.retry_transient`)
     database_retry_seconds: float = Field(60.0, gt=0)
+    # how long a process that starts (serve, the api, a worker) waits for the database and a given Redis to answer,
+    # saying so, before it exits naming what did not answer: a restart policy would start it into the same outage
+    start_wait_seconds: float = Field(60.0, ge=0)
     # how long a job whose write met a full data disk waits for space (generating nothing, its lease kept) and goes on
     # from what it stored, before it fails saying so (`workers.job_execution`)
     disk_full_wait_seconds: float = Field(300.0, ge=0)

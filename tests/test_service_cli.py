@@ -14,8 +14,10 @@ TIMEOUT = 120  # seconds: each command refuses or stops by itself well before
 
 def test_serve_without_redis_says_how_to_start_it(tmp_path: Path, run_cli: RunCli) -> None:
     env = {"VOXCAST_DATA_DIR": str(tmp_path), "VOXCAST_REDIS_URL": "redis://127.0.0.1:9/0"}
+    env["VOXCAST_START_WAIT_SECONDS"] = "2"  # it waits that long for a Redis that may be restarting, saying so
     result = run_cli("serve", env=env, timeout=TIMEOUT)
     assert result.returncode == 1
+    assert "waiting up to 2 s for the Redis at redis://127.0.0.1:9/0" in result.stdout, result.stdout
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: no Redis answers at redis://127.0.0.1:9/0") and "redis-server" in line
     assert not (tmp_path / "voxcast.db").exists()  # nothing started, nothing written

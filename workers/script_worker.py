@@ -83,7 +83,7 @@ def _migrate(**_: Any) -> None:
     configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
     watch_lifeline()
     script_services()  # its start time is now, before it takes any message
-    upgrade_database(database_url(settings), settings.database_retry_seconds)
+    upgrade_database(database_url(settings), settings.start_wait_seconds)
 
 
 @signals.worker_ready.connect

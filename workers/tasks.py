@@ -144,7 +144,7 @@ def _migrate_and_load_model(**_: Any) -> None:
     settings = Settings.from_env()
     configure_logging(settings.log_level, settings.log_format)  # Celery sets logging up only after this signal
     watch_lifeline()  # from here on, a serve that ends ends this worker too (even while its model loads)
-    upgrade_database(database_url(settings), settings.database_retry_seconds)
+    upgrade_database(database_url(settings), settings.start_wait_seconds)
     services = worker_services()
     try:
         services.data.files.check()
