@@ -9,6 +9,7 @@ with settings from the environment and a bounded request head, as `voxcast serve
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -44,8 +45,11 @@ from workers.celery_app import create_celery_app
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) -> FastAPI:
-    """The api; `supervisor` is the worker supervision of `voxcast serve`, reported in `/health` and the admin view."""
+def create_app(
+    settings: Settings, supervisor: WorkerSupervision | None = None, stopping: threading.Event | None = None
+) -> FastAPI:
+    """The api; `supervisor` is the worker supervision of `voxcast serve`, reported in `/health` and the admin view;
+    `stopping` is set by the server on a stop signal (`cli.serve`), so that requests that wait end in time."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +65,7 @@ def create_app(settings: Settings, supervisor: WorkerSupervision | None = None) 
             redis=redis_client,
             limiter=RateLimiter(redis_client, settings.redis_namespace, settings.max_requests_per_minute),
             supervisor=supervisor,
+            stopping=stopping or threading.Event(),
         )
         app.state.services = services
         logger.info("api ready", extra={"single_user": settings.single_user})

@@ -6,8 +6,9 @@ download or an event stream starts, so a long response never holds the database.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import redis.asyncio
@@ -37,6 +38,8 @@ class ApiServices:
     redis: redis.asyncio.Redis
     limiter: RateLimiter
     supervisor: WorkerSupervision | None = None  # the worker `voxcast serve` supervises beside this api, if any
+    # set once a stop signal came: a request that waits (a speech request) answers 503 before the stop cuts it off
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,15 @@ class Forbidden(ApiError):
     status_code = 403
 
 
+class ServerStopping(ApiError):
+    """The api is stopping (a restart, a deploy) while the request waited: 503, to be sent again once it is back."""
+
+    status_code = 503
+
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": str(DEPENDENCY_RETRY_AFTER_SECONDS)}
+
+
 class InvalidInput(Exception):
     """One or more `Problem`s with what the client sent; answered with 422."""
 

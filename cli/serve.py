@@ -207,14 +207,22 @@ class _ApiServer(uvicorn.Server):
     and shows their jobs queued again), then shuts down, giving open requests and event streams its share of `stop`
     (`API_STOP_SECONDS` at most, less when the workers took more than theirs)."""
 
-    def __init__(self, config: uvicorn.Config, before_exit: Callable[[], None], stop: StopDeadline) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        before_exit: Callable[[], None],
+        stop: StopDeadline,
+        stopping: threading.Event,
+    ) -> None:
         super().__init__(config)
         self._before_exit = before_exit
         self._stop = stop
+        self._stopping = stopping  # the app's: requests that wait end with a 503 before the stop cuts them off
         self._exiting: threading.Thread | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._stop.begin()
+        self._stopping.set()
         if self._exiting is None:
             self._exiting = threading.Thread(target=self._exit_after, name="voxcast-stop", daemon=True)
             self._exiting.start()
@@ -249,7 +257,10 @@ def _api_server(
 
     studio_api = settings.webui_api_url or local_api_url(host, port)
     supervisor = workers[0] if workers else None
-    app = mount_studio(create_app(settings, supervisor), studio_api, max_upload_bytes=settings.max_upload_bytes)
+    stopping = threading.Event()
+    app = mount_studio(
+        create_app(settings, supervisor, stopping), studio_api, max_upload_bytes=settings.max_upload_bytes
+    )
     print(f"voxcast: studio at http://{host}:{port}{STUDIO_PATH}/, api at http://{host}:{port}/v1", flush=True)
     config = uvicorn.Config(
         app,
@@ -259,4 +270,4 @@ def _api_server(
         http=BoundedHttpToolsProtocol,
         timeout_graceful_shutdown=_seconds(API_STOP_SECONDS),  # what is left of it by then, once stopping
     )
-    return _ApiServer(config, lambda: _stop_workers(workers, stop), stop)
+    return _ApiServer(config, lambda: _stop_workers(workers, stop), stop, stopping)

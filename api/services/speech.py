@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ApiServices, Caller
-from api.errors import ApiError, Conflict, InvalidInput, Problem
+from api.errors import ApiError, Conflict, InvalidInput, Problem, ServerStopping
 from api.schemas import JobOptions, JobView, SpeechFormat, SpeechRequest
 from api.services.event_stream import POLL_SECONDS, read_job_view
 from api.services.jobs import JobSubmission, cancel_job, submit_job
@@ -192,7 +192,9 @@ def _voice_for(session: Session, caller: Caller, voice: str) -> Voice:
 async def _wait_until_final(
     services: ApiServices, caller: Caller, job_id: str, disconnected: Callable[[], Awaitable[bool]]
 ) -> JobView:
-    """The job once it is done, failed or cancelled; cancels it and raises ClientGone if the client hangs up."""
+    """The job once it is done, failed or cancelled; cancels it and raises ClientGone if the client hangs up, or
+    ServerStopping (503, Retry-After) if the api is stopping meanwhile: the server's stop would otherwise cut the
+    wait off with a 500, and the job (cancelled: nobody waits for it now) is sent again with the request."""
     pubsub = services.redis.pubsub()
     listening = await _subscribe(pubsub, job_channel(services.settings.redis_namespace, job_id))
     try:
@@ -203,6 +205,12 @@ async def _wait_until_final(
             if await disconnected():
                 await run_in_threadpool(cancel_speech, services, caller, job_id)
                 raise ClientGone(f"the client left before speech job {job_id} finished; it was cancelled")
+            if services.stopping.is_set():
+                await run_in_threadpool(cancel_speech, services, caller, job_id)
+                raise ServerStopping(
+                    f"the api is restarting, so speech job {job_id} was cancelled before it finished; send the "
+                    "request again in a few seconds"
+                )
             listening = await _next_state_change(pubsub, listening)
     finally:
         try:
