@@ -88,7 +88,7 @@ class PartialFrames:
         """Append the pending records after the last whole one on disk, and sync them."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            handle = open(self.path, "r+b" if self._valid_bytes else "wb")  # noqa: SIM115 (closed by the `with` below)
+            handle = open(self.path, "r+b" if self._valid_bytes else "wb")  # closed by the `with` below
         except FileNotFoundError:
             self._let_go()
             return
