@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
 import redis.asyncio
@@ -37,9 +37,9 @@ class ApiServices:
     celery: Celery
     redis: redis.asyncio.Redis
     limiter: RateLimiter
-    supervisor: WorkerSupervision | None = None  # the worker `voxcast serve` supervises beside this api, if any
     # set once a stop signal came: a request that waits (a speech request) answers 503 before the stop cuts it off
-    stopping: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event
+    supervisor: WorkerSupervision | None = None  # the worker `voxcast serve` supervises beside this api, if any
 
 
 @dataclass(frozen=True)
