@@ -79,6 +79,7 @@ REQUEST_TIMEOUT = 30.0
 SPEECH_TIMEOUT = 120.0
 PCM16_STEP = 1 / 32768
 DEPENDENCY_RECOVERY_GOAL_S = 10.0  # issue 37: running jobs progress again this soon after PostgreSQL or Redis is back
+DISK_FULL_SHARE = 0.9  # the run's own data past this share of the data disk: the run is void (`run_problems`)
 PRINTED_VIOLATIONS = 40  # the report prints this many; the JSON has them all
 RESUME_SHARE = 0.02  # README: a resumed job's WAV is within one 16-bit step of an uninterrupted run's in 2% of samples
 
@@ -303,6 +304,10 @@ class DataDisk:
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
 
+    def data_bytes(self) -> int:
+        """What the service's own files take (read while no filler is there)."""
+        return shutil.disk_usage(self.where).used
+
     def unmount(self) -> None:
         if self.mounted:
             subprocess.run(["umount", "-l", str(self.where)], capture_output=True)
@@ -495,6 +500,7 @@ class Run:
         self.violations: list[dict[str, str]] = []
         self.database: Any = None
         self.leftover_processes: list[str] = []
+        self.data_peak = 0  # the most bytes the service's own files took on the data disk
 
     # --- setting up ---------------------------------------------------------------------------------------------
 
@@ -657,6 +663,7 @@ class Run:
             except Exception:  # noqa: BLE001 - the database is away (a fault): read again next round
                 continue
             at = self.now()
+            self.note_data_bytes()
             with self.lock:
                 for job_id, row in readings.items():
                     if row.state in FINAL and row.finished_at is not None:
@@ -671,6 +678,15 @@ class Run:
                 for script_id, (state, _, ended) in self.script_rows.items():
                     if state in FINAL and ended is not None:
                         self.script_finished_seen[script_id].add(ended)
+
+    def note_data_bytes(self) -> None:
+        """The data disk's bytes, outside `disk_full` faults (the filler comes and goes while it is read)."""
+        if self.disk_full.is_set():
+            return
+        with contextlib.suppress(OSError):  # unmounted at the very end
+            taken = self.disk.data_bytes()
+            if not self.disk_full.is_set():
+                self.data_peak = max(self.data_peak, taken)
 
     # --- HTTP, recorded ----------------------------------------------------------------------------------------
 
@@ -1405,7 +1421,20 @@ class Run:
             ],
             "unexpected_exits": self.unexpected_exits,
             "leftover_processes": self.leftover_processes,
+            "disk_mb": self.disk.megabytes,
+            "data_peak_mb": round(self.data_peak / 2**20, 1),
+            "run_problems": self.run_problems(),
         }
+
+    def run_problems(self) -> list[str]:
+        """What makes the run prove less than it says, apart from the service: its own data filling the data disk
+        makes full-disk answers (507, jobs waiting for space past the drain) that no `disk_full` fault caused."""
+        if "disk_full" not in self.unavailable and self.data_peak >= DISK_FULL_SHARE * self.disk.megabytes * 2**20:
+            return [
+                f"the run's own data filled the data disk ({self.data_peak / 2**20:.0f} of {self.disk.megabytes} MB):"
+                " raise --disk-mb"
+            ]
+        return []
 
 
 def plot(report: dict[str, Any], path: Path) -> str | None:
@@ -1448,6 +1477,9 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"responses by status: {report['responses_by_status']} (500s: {report['responses_500']})")
     print(f"recovery p50 / p95 s: {report['recovery_p50_s']} / {report['recovery_p95_s']}")
     print(f"every job progressing within 10 s of PostgreSQL or Redis: {report['goal_dependency_recovery_within_10s']}")
+    print(f"data disk: {report['data_peak_mb']} MB of {report['disk_mb']} at most")
+    for problem in report["run_problems"]:
+        print(f"run problem: {problem}")
     print(f"violations: {len(report['violations'])} {report['violations_by_invariant']}")
     for item in report["violations"][:PRINTED_VIOLATIONS]:
         print(f"  {item['invariant']}: {item['job']}: {item['evidence']}")
@@ -1476,9 +1508,16 @@ def main(argv: list[str] | None = None) -> int:
         "--minutes", type=float, default=3.0, help="the schedule's length; 3 or less: every fault kind once (default 3)"
     )
     parser.add_argument("--json", type=Path, help="write the report here, and its plot beside it (.png)")
-    parser.add_argument("--disk-mb", type=int, default=512, help="the data folder's tmpfs (default 512)")
+    parser.add_argument(
+        "--disk-mb",
+        type=int,
+        help="the data folder's tmpfs; default 1024 + 256 a minute of schedule, at least 2048: the mix writes about"
+        " 3.5 MB a second here",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (logs, data) and print it")
     args = parser.parse_args(argv)
+    if args.disk_mb is None:
+        args.disk_mb = max(2048, round(1024 + 256 * args.minutes))
     run = Run(args)
     started = time.monotonic()
     report: dict[str, Any] | None = None
@@ -1513,7 +1552,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=2, default=str))
         drawn = plot(report, args.json.with_suffix(".png"))
         print(f"report: {args.json}" + (f", plot: {drawn}" if drawn else " (no plot: matplotlib is not installed)"))
-    return 1 if report["violations"] else 0
+    return 1 if report["violations"] or report["run_problems"] else 0
 
 
 if __name__ == "__main__":

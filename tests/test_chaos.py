@@ -43,6 +43,7 @@ def test_the_short_chaos_schedule_breaks_no_invariant(tmp_path: Path) -> None:
         "postgres_stop_immediate", "redis_kill_aof", "redis_kill_no_aof", "disk_full",
     }  # fmt: skip
     assert report["leftover_processes"] == []
+    assert report["run_problems"] == [], report["run_problems"]
     assert report["violations"] == [], report["violations"]
     assert report["responses_500"] == 0
     assert done.returncode == 0, done.stderr[-4000:]

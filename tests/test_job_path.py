@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from api.app import create_app
+from core import job_repository
 from core.db import Database
 from core.job_events import EventPublisher
 from core.job_states import JobState
@@ -65,10 +66,11 @@ class JobPath:
         self.database = Database.from_settings(settings)
         self.services = self.worker()
 
-    def worker(self) -> WorkerServices:
-        """A worker's services (a new one: after a planned stop, the next attempt is another worker's)."""
+    def worker(self, **overrides: object) -> WorkerServices:
+        """A worker's services (a new one: after a planned stop, the next attempt is another worker's), its settings
+        with `overrides`."""
         return WorkerServices(
-            settings=self.settings,
+            settings=self.settings.model_copy(update=overrides),
             database=self.database,
             data=DataFolder.from_settings(self.settings),
             events=EventPublisher.from_url(self.settings.redis_url, self.settings.redis_namespace),
@@ -171,6 +173,31 @@ def test_a_planned_stop_hands_the_job_back_with_its_frames_and_the_next_attempt_
     view = path.view(job_id)
     assert view["state"] == "done" and view["attempts"] == 2
     assert any(segment.resumed_from_frame > 0 for segment in path.segments(job_id))
+
+
+def test_a_worker_taken_for_dead_that_ends_its_job_unchecked_takes_back_the_death(path: JobPath) -> None:
+    """A paused worker (SIGSTOP, a frozen host) is taken for dead by another host's sweeper, which charges the job a
+    death; it wakes in the job's last steps, so no stop check sees the lease lost (its heartbeat has not beaten since):
+    its end cannot be written, and that is how it learns it lived through the silence. The death is taken back, the
+    job's end is the next holder's (chaos run, seed 1: a regeneration's last segment)."""
+    job_id = path.submit()
+    silent = path.worker(heartbeat_seconds=30.0)  # no beat within the run: only its end finds the lease gone
+    thread, raised = _run_in_thread(silent, job_id)
+    wait_until(lambda: _generating(path, job_id), "the job generating")
+    holder = path.job(job_id).worker
+    assert holder is not None
+    (taken,) = job_repository.release_abandoned_jobs(
+        path.database, max_worker_deaths=3, dead_process=holder.rsplit(":", 1)[0]
+    )  # what a sweeper does to a holder it cannot see alive
+    assert (taken.id, taken.worker_deaths) == (job_id, 1)
+    thread.join(60)
+    assert not thread.is_alive() and raised == []
+    job = path.job(job_id)
+    assert (job.state, job.worker_deaths, job.handbacks, job.death_charged_to) == (JobState.QUEUED, 0, 1, None)
+
+    execute_job(path.worker(), job_id)  # the sweeper's message, run by another worker
+    view = path.view(job_id)
+    assert (view["state"], view["worker_deaths"]) == ("done", 0)
 
 
 def test_one_regenerated_turn_is_the_only_segment_generated_again(path: JobPath) -> None:

@@ -92,15 +92,11 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
                     services.quarantine.close()
                     raise
         except JobCancelled:
-            _finish(services, job, JobState.CANCELLED, claimed_at)
+            taken_over = not _finish(services, job, JobState.CANCELLED, claimed_at)
         except (Stopping, QuarantineClosed):
-            _hand_back(services, job, claimed_at)
+            taken_over = not _hand_back(services, job, claimed_at)
         except LeaseLost:
             taken_over = True
-            # It was taken back while this worker was silent (paused, or cut off): this process lives, so a death
-            # charged to it for that is taken back.
-            forgiven = job_repository.forgive_death(services.database, job)
-            logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id, "forgiven": forgiven})
         except EngineDied:
             raise  # not the job's failure: it stays running under this process, which ends
         except DatabaseUnavailable as error:
@@ -110,25 +106,35 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
             logger.warning(
                 "the database stayed away; the job is handed back", extra={"job_id": job.id, "error": str(error)}
             )
-            _hand_back(services, job, claimed_at)
+            taken_over = not _hand_back(services, job, claimed_at)
         except Exception as error:
             logger.exception("job failed", extra={"job_id": job.id})
-            _finish(services, job, JobState.FAILED, claimed_at, error=error)
+            taken_over = not _finish(services, job, JobState.FAILED, claimed_at, error=error)
         else:
-            _finish(services, job, JobState.DONE, claimed_at, audio_seconds=audio_seconds)
+            taken_over = not _finish(services, job, JobState.DONE, claimed_at, audio_seconds=audio_seconds)
         finally:
             # By how the run ended, not by the heartbeat, which may find the row no longer running once it ended.
-            if not taken_over:
+            if taken_over:
+                _let_go(services, job)
+            else:
                 services.data.files.drop_local(services.data.job(job.id).root)  # the store keeps it; scratch goes
 
 
-def _hand_back(services: WorkerServices, job: ClaimedJob, claimed_at: float) -> None:
+def _let_go(services: WorkerServices, job: ClaimedJob) -> None:
+    """The job was taken back while this worker was silent (paused, or cut off), found at a stop check or only when
+    its end could not be written (its last step came before any check): this process lives, so a death charged to
+    it for that silence is taken back. Its scratch is left: another worker of this host may hold the job now."""
+    forgiven = job_repository.forgive_death(services.database, job)
+    logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id, "forgiven": forgiven})
+
+
+def _hand_back(services: WorkerServices, job: ClaimedJob, claimed_at: float) -> bool:
     """Queue the job again (its segments and partial frames are stored) and raise `HandedBack` for the task to send
-    its message again; a job whose cancel was asked for meanwhile ends cancelled instead."""
+    its message again; a job whose cancel was asked for meanwhile ends cancelled instead. False when this worker no
+    longer held the job (another does now)."""
     drop_live_audio(services.data.job(job.id))
     if not job_repository.hand_back_job(services.database, job):
-        _finish(services, job, JobState.CANCELLED, claimed_at)  # (does nothing when another worker holds it now)
-        return
+        return _finish(services, job, JobState.CANCELLED, claimed_at)
     services.events.publish(job.id, StateEvent(state=JobState.QUEUED))
     logger.info("job handed back: its worker stops; it runs again from what it stored", extra={"job_id": job.id})
     raise HandedBack(job)
@@ -146,8 +152,9 @@ def _finish(
     *,
     error: Exception | None = None,
     audio_seconds: float | None = None,
-) -> None:
-    """End the job's attempt in `state`: its row, its event, and this worker's metrics (from `claimed_at`)."""
+) -> bool:
+    """End the job's attempt in `state`: its row, its event, and this worker's metrics (from `claimed_at`); False
+    when this worker no longer held the job, so nothing was ended."""
     drop_live_audio(services.data.job(job.id))  # scratch of a segment cut short: never the job's to keep
     storage_bytes = services.data.files.tree_bytes(services.data.job(job.id).root)  # its usage from now on
     message = None if error is None else _describe(error)
@@ -159,6 +166,7 @@ def _finish(
         services.metrics.job_ended(job.queue, state, elapsed, audio_seconds=audio_seconds, error=error)
         services.events.publish(job.id, StateEvent(state=state, error=message))
         logger.info("job ended", extra={"job_id": job.id, "state": str(state), "error": message})
+    return ended
 
 
 def _run_through_full_disk(services: WorkerServices, job: ClaimedJob, stops: JobStops, claimed_at: float) -> float:
