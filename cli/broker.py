@@ -84,7 +84,7 @@ def redis_problem(url: str) -> str | None:
     return None
 
 
-def _wait_for_redis(url: str, seconds: float) -> str | None:
+def wait_for_redis(url: str, seconds: float) -> str | None:
     """Wait up to `seconds` for the Redis at `url` to answer (it may be restarting as serve starts), saying so once;
     why it still does not answer, or None once it does."""
     deadline = time.monotonic() + seconds
@@ -106,7 +106,7 @@ def serve_broker(settings: Settings, stop: StopDeadline) -> Iterator[Broker]:
     `stop`'s deadline."""
     url = settings.redis_url
     if settings.redis_url_given:
-        if (problem := _wait_for_redis(url, settings.start_wait_seconds)) is not None:
+        if (problem := wait_for_redis(url, settings.start_wait_seconds)) is not None:
             raise BrokerError(
                 f"no Redis answers at {shown(url)} ({problem}); start one with `redis-server` or `docker compose up -d "
                 "redis`, or unset VOXCAST_REDIS_URL and serve starts a private one"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NoReturn, cast
 
 import uvicorn
 
-from cli.broker import Broker, BrokerError, redis_problem, serve_broker, shown
+from cli.broker import Broker, BrokerError, serve_broker, shown, wait_for_redis
 from cli.errors import EXIT_FAILED, EXIT_OK
 from core.settings import Settings
 from core.stop_budget import API_STOP_SECONDS, BROKER_STOP_SECONDS, StopDeadline
@@ -96,8 +96,10 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> NoReturn:
 
 
 def _run_worker_alone(args: argparse.Namespace, settings: Settings) -> NoReturn:
-    """`--only worker` or `--only scripts`: this process becomes the worker (one process per container)."""
-    problem = redis_problem(settings.redis_url)
+    """`--only worker` or `--only scripts`: this process becomes the worker (one process per container). It waits for
+    its Redis and database up to `start_wait_seconds` each (they may be restarting as it starts), rather than exit to
+    be started into the same outage again."""
+    problem = wait_for_redis(settings.redis_url, settings.start_wait_seconds)
     if problem is not None:
         print(
             f"error: no Redis answers at {shown(settings.redis_url)} ({problem}); a worker alone needs the Redis its "

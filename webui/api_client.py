@@ -151,7 +151,7 @@ class StudioApi:
             return JobView.model_validate_json(response.content)
         handles = {speaker: path.open("rb") for speaker, path in uploads.items()}
         try:
-            files = [("script", ("script.txt", script.encode("utf-8"), "text/plain"))]
+            files: list[tuple[str, Any]] = [("script", ("script.txt", script.encode("utf-8"), "text/plain"))]
             files += [(f"voice.{speaker}", (uploads[speaker].name, handle)) for speaker, handle in handles.items()]
             response = await self._request("POST", "/v1/jobs", data={"options": options.model_dump_json()}, files=files)
         finally:

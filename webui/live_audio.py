@@ -210,8 +210,11 @@ class LiveFolders:
         self._of_page[page] = folder
         return folder
 
-    def release(self, page: str) -> None:
-        """Remove `page`'s folder and its parts; a follower still writing there writes no more."""
+    def release(self, page: str | None) -> None:
+        """Remove `page`'s folder and its parts; a follower still writing there writes no more. None (a request
+        Gradio gave no session) has nothing kept."""
+        if page is None:
+            return
         folder = self._of_page.pop(page, None)
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

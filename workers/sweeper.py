@@ -124,7 +124,8 @@ def send_back(
     resent = []
     queued_again = [job.id for job in abandoned if not job.failed]
     if queued_again:
-        drop_deliveries_of(redis.Redis.from_url(settings.redis_url), settings.redis_namespace, queued_again)
+        with redis.Redis.from_url(settings.redis_url) as client:
+            drop_deliveries_of(client, settings.redis_namespace, queued_again)
     for job in abandoned:
         where = {"job_id": job.id, "worker_deaths": job.worker_deaths}
         if job.failed:

@@ -119,9 +119,8 @@ def _send_again(services: WorkerServices, handed: HandedBack) -> None:
     try:
         # This delivery goes first: were it still unacknowledged when the process ends (the stop's bound reached
         # before the acknowledgement), serve's next start would put it back beside the new message.
-        drop_deliveries_of(
-            redis.Redis.from_url(services.settings.redis_url), services.settings.redis_namespace, [job.id]
-        )
+        with redis.Redis.from_url(services.settings.redis_url) as client:
+            drop_deliveries_of(client, services.settings.redis_namespace, [job.id])
         enqueue_job(app, services.settings.redis_namespace, job.id, queue_kind(job.queue), job.priority)
     except Exception:  # the broker is gone: the job is queued in the database, where a sweeper finds it
         logger.warning("could not send a handed-back job again", extra={"job_id": job.id}, exc_info=True)

@@ -155,7 +155,7 @@ def wire_generate(screens: Screens, context: StudioContext) -> Dependency:
 
     async def send(values: dict[Any, Any], sure: bool, page: str | None) -> dict[Any, Any]:
         """Send the job, or ask first, or show why not; what follows it is the next step (`follow`)."""
-        cleared = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
+        cleared: dict[Any, Any] = {write.problem: "", cast.problem: "", view.settings_problem: "", view.problem: ""}
         cleared |= {row.problem: "" for row in rows} | {view.again: gr.Row(visible=False)}
         api = context.api(values[screens.key])
         refused = functools.partial(_after_refusal, view, api, values[view.job], context.live_folders, page)

@@ -202,11 +202,12 @@ def _wire_rename(
         voice_id = picked[0]
         if not voice_id:
             return {view.problem: field_error("pick a library voice to rename")}
-        if not (name or "").strip():
+        new_name = (name or "").strip()
+        if not new_name:
             return {view.problem: field_error("give the voice a new name")}
         api = context.api(api_key)
         try:
-            voice = await api.rename_voice(voice_id, name.strip())
+            voice = await api.rename_voice(voice_id, new_name)
             voices = await api.voices()
         except StudioApiError as error:
             return {view.problem: field_error(error.message)}

@@ -8,7 +8,7 @@ shows when it is opened, so a show created a moment ago is there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gradio as gr
 from pydantic import ValidationError
@@ -39,7 +39,9 @@ class EpisodeFields:
 
 def build_episode_fields(prefix: str) -> EpisodeFields:
     show = gr.Dropdown(
-        choices=[("Not published", None)], value=None, label="Show", info="publish it in a show's feed (needs MP3)",
+        # Gradio types a choice's value as never None; None is "not published" here
+        choices=cast(Any, [("Not published", None)]), value=None, label="Show",
+        info="publish it in a show's feed (needs MP3)",
         elem_id=f"{prefix}-show",
     )  # fmt: skip
     title = gr.Textbox(label="Episode title", max_length=200, elem_id=f"{prefix}-episode-title")
@@ -67,8 +69,8 @@ def episode_options(fields: EpisodeFields, values: dict[Any, Any], fallback_titl
         show_id=show_id,
         title=(values[fields.title] or "").strip() or fallback_title or "",
         description=(values[fields.description] or "").strip() or None,
-        number=(values[fields.number] or "").strip() or None,  # type: ignore[arg-type]  # pydantic reads the digits
-        season=(values[fields.season] or "").strip() or None,  # type: ignore[arg-type]
+        number=(values[fields.number] or "").strip() or None,
+        season=(values[fields.season] or "").strip() or None,
     )
 
 
@@ -211,7 +213,9 @@ def _shown(view: ShowsView, show: ShowView | None, message: str, artwork: str | 
     updates: dict[Any, Any] = {button: gr.update(interactive=saved) for button in view.acting}
     updates |= {view.rotate_confirm: gr.Row(visible=False), view.status: message}
     if show is None:
-        blank = {view.title: "", view.description: "", view.author: "", view.owner_email: "", view.feed_url: ""}
+        blank: dict[Any, Any] = {
+            view.title: "", view.description: "", view.author: "", view.owner_email: "", view.feed_url: "",
+        }  # fmt: skip
         blank |= {
             view.locked: False,
             view.show_type: "episodic",
