@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -235,7 +236,11 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog=f"python -m {__name__}", description=__doc__.splitlines()[0]).parse_args(argv)
-    serve(sys.stdin.buffer, sys.stdout.buffer)
+    try:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+    except BrokenPipeError:  # the worker that started it is gone (killed): nobody is left to answer
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor to flush to at exit
+        return 1
     return 0
 
 

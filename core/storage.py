@@ -98,32 +98,38 @@ _Result = TypeVar("_Result")
 
 
 class _ErrorKeepingFile:
-    """A binary file handle that remembers the first OSError of its writes and seeks, and re-raises it."""
+    """A binary file handle that remembers the first OSError of its writes and seeks, and re-raises it.
+
+    After that error every call fails quietly (a short write, an error position): a Python writer stopped at the
+    raise, and soundfile's C callbacks print each exception they swallow, thousands of tracebacks for one full disk
+    (chaos soak); the failure values end its write all the same, and `write_durably` raises the kept error."""
 
     def __init__(self, handle: BinaryIO) -> None:
         self._handle = handle
         self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
-        return self._kept(self._handle.write, data)
+        return self._kept(0, self._handle.write, data)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        return self._kept(self._handle.seek, offset, whence)
+        return self._kept(-1, self._handle.seek, offset, whence)
 
     def tell(self) -> int:
-        return self._kept(self._handle.tell)
+        return self._kept(-1, self._handle.tell)
 
     def read(self, size: int = -1) -> bytes:
-        return self._kept(self._handle.read, size)
+        return self._kept(b"", self._handle.read, size)
 
     def flush(self) -> None:
-        self._kept(self._handle.flush)
+        self._kept(None, self._handle.flush)
 
-    def _kept(self, operation: Callable[..., _Result], *args: Any) -> _Result:
+    def _kept(self, failed: _Result, operation: Callable[..., _Result], *args: Any) -> _Result:
+        if self.error is not None:
+            return failed
         try:
             return operation(*args)
         except OSError as error:
-            self.error = self.error or error
+            self.error = error
             raise
 
 

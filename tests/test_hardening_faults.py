@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,7 @@ import torch
 
 from assembly.episode import Episode, write_episode
 from core.models import Job
-from core.storage import JobFolder, NoSpaceLeft
+from core.storage import JobFolder, NoSpaceLeft, write_audio
 from models.loading import LoadedModel, load_model
 from models.segment_io import GenerationSettings
 from pipeline.engine.engine import Engine, EngineConfig
@@ -343,6 +344,21 @@ def test_no_format_leaves_a_cut_short_file_on_a_full_disk(tmp_path: Path) -> Non
             with pytest.raises(NoSpaceLeft, match=f"no space left on the device to write {first_full}"):
                 write_episode(Episode(audio=audio, turns=(), chapters=()), target)
             assert sorted(path.name for path in disk.iterdir()) == []  # not the audio, nor its side files
+
+
+def test_a_full_disk_is_one_swallowed_error_not_one_for_every_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """soundfile's C callbacks print each exception they swallow: one full disk printed thousands of tracebacks into
+    a worker's log (chaos soak). After the first error the file fails quietly; the write still ends `NoSpaceLeft`."""
+    swallowed: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", swallowed.append)
+    audio = (np.random.default_rng(0).standard_normal(24_000 * 40) * 0.1).astype(np.float32)
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        with pytest.raises(NoSpaceLeft):
+            write_audio(disk / "episode.wav", audio, "PCM_16")
+        assert sorted(path.name for path in disk.iterdir()) == []
+    assert len(swallowed) <= 1
 
 
 def test_a_full_disk_fails_the_job_clearly_and_a_retry_completes_it(
