@@ -9,8 +9,8 @@ its decode steps is timed where the runner calls it (synchronised on a GPU): `lm
 rows: the positive and the negative forwards, with their paged views), `diffusion_sampling_ms` (the whole loop),
 `acoustic_decode_ms`, `semantic_encode_ms`, `connectors_ms`, and `other_ms` (the rest of the step: token choice,
 the runner's own host work); medians over the steps that decoded exactly that many rows and prefilled nothing.
-`prefill_chunks` holds each prompt chunk's LM forward, `request_starts` each request's start (its prompt embedded,
-its voices encoded), both by tokens.
+`prefill_chunks` holds each prefill forward (a step's prompt chunks, packed into one: its tokens in all and its
+chunks), `request_starts` each request's start (its prompt embedded, its voices encoded), both by tokens.
 
 `--validate OUT`: the faithfulness check. One Poisson workload of streams runs through the real engine, then through
 the simulated device priced by the file just measured (same arrivals, prompt lengths, frames and engine settings);
@@ -61,10 +61,9 @@ class PartTimer:
         runner._forward = self._timed("lm", runner._forward, lambda spans, embeds: (embeds.shape[0], embeds.shape[1]))
         runner.sample_frames = self._timed("diffusion", runner.sample_frames, lambda positive, *_: (positive.shape[0],))
         inner.audio_tower.decode = self._timed("acoustic", inner.audio_tower.decode, lambda latents, **_: (0,))
-        prefill = self._timed(
-            "prefill", runner._prefill_chunk, lambda chunk: (chunk.tokens, chunk.request_id, chunk.start)
-        )
-        runner._prefill_chunk = prefill
+        # a step's prompt chunks go through one forward (packed): its tokens in all, its chunks, its milliseconds
+        prefill = self._timed("prefill", runner._prefill, lambda chunks: (sum(c.tokens for c in chunks), len(chunks)))
+        runner._prefill = prefill
         runner.start_request = self._timed("start", runner.start_request, lambda start: (start.prompt.length,))
         self._hook("semantic", inner.semantic_tokenizer_encoder)
         self._hook("connectors", inner.multi_modal_projector)
@@ -125,7 +124,9 @@ def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict
         step_ms = (time.perf_counter() - started) * 1000
         step = timer.take()
         starts.extend({"tokens": tokens, "ms": round(ms, 3)} for tokens, ms in step.get("start", []))
-        prefills.extend({"tokens": tokens, "ms": round(ms, 3)} for tokens, _, _, ms in step.get("prefill", []))
+        prefills.extend(
+            {"tokens": tokens, "chunks": chunks, "ms": round(ms, 3)} for tokens, chunks, ms in step.get("prefill", [])
+        )
         lm = step.get("lm", [])
         if step.get("prefill") or len(lm) != 2 or any(shape[0] != rows for shape in lm):
             continue  # not a step of `rows` frames alone

@@ -478,7 +478,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sweep", action="store_true", help="every scheduler over growing loads; table and plot")
     parser.add_argument("--references", action="store_true", help="run the reference schedulers at --streams too")
     parser.add_argument(
-        "--batched-prefill", action="store_true", help="what-if: one prefill forward a step for every prompt chunk"
+        "--prefill-per-chunk",
+        action="store_true",
+        help="what-if: a prefill forward per prompt chunk, as the runner did before it packed a step's chunks",
     )
     parser.add_argument("--plot", type=Path, default=None, help="sweep: the PNG (default: beside --json)")
     parser.add_argument("--validation", type=Path, default=None, help="a faithfulness report to fold into the JSON")
@@ -493,9 +495,9 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--validation {args.validation}: no such file (bench/gpu_costs.py --validate writes it)")
     started = time.perf_counter()
     costs = CostModel.from_file(args.costs)
-    costs.batched_prefill = args.batched_prefill
-    if args.batched_prefill:
-        costs.assumptions.append("what-if: every prompt chunk of a step in one prefill forward (not the runner today)")
+    costs.packed_prefill = not args.prefill_per_chunk
+    if args.prefill_per_chunk:
+        costs.assumptions.append("what-if: a prefill forward per prompt chunk (the runner before it packed them)")
     config = EngineConfig(
         slots=args.slots,
         policy="online",

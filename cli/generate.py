@@ -118,10 +118,12 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
     """One job alone: as many rows as it has segments (up to the setting), the K/V pool the settings give."""
+    from core.engine_defaults import default_slots
+    from models.loading import choose_device
     from pipeline.engine.engine import EngineConfig
     from pipeline.engine.factory import step_options
 
-    slots = min(settings.engine_slots, len(plan.segments))
+    slots = min(settings.engine_slots or default_slots(choose_device(settings.device).type), len(plan.segments))
     step = step_options(settings.engine_step)
     return EngineConfig(
         slots=slots,

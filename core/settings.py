@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
-from core.engine_defaults import ENGINE_SLOTS, MAX_CUDA_GRAPHS
+from core.engine_defaults import MAX_CUDA_GRAPHS
 from core.file_store import parse_s3_url
 
 ENV_PREFIX = "VOXCAST_"
@@ -41,8 +41,9 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING"
     log_format: Literal["text", "json"] = "text"  # key=value lines, or one JSON object a line
     max_segment_seconds: float = Field(120.0, gt=0)  # longest single generation in "turns" mode
-    # Requests generated side by side in one batch (rows); at least `worker_max_jobs`
-    engine_slots: int = Field(ENGINE_SLOTS, ge=1)
+    # Requests generated side by side in one batch (rows); at least `worker_max_jobs`. None: 256 on a GPU, 16 on the
+    # CPU (`core.engine_defaults.default_slots`)
+    engine_slots: int | None = Field(None, ge=1)
     # The engine's K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
     # None: 0.8 on a GPU, 1 GiB on the CPU. A generation may reach the model's own context if the pool holds it.
     engine_kv_memory: float | None = Field(None, gt=0)

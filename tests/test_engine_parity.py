@@ -31,6 +31,7 @@ from pipeline.engine.factory import engine_for_model
 from pipeline.engine.kv_blocks import BranchBlocks
 from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, Replay
 from pipeline.engine.runner import ModelRunner, RunnerConfig
+from pipeline.engine.step_records import RowOutcome, StepInput
 from pipeline.generation import SegmentRequest, submit_segment
 from script_text.prompt import SegmentText
 from tests.synthetic_audio import voice_like
@@ -136,6 +137,25 @@ def test_engine_matches_generate_alone(
 ) -> None:
     config = EngineConfig(slots=4, policy=policy, prefill_chunk=prefill_chunk, **PAGED, **step_kind)
     results = run_in_engine(engine_for_model(tiny, config), arrivals)
+    for (_, request), result in zip(arrivals, results, strict=True):
+        assert_same(result, reference(tiny, request))
+
+
+def test_prompts_prefilled_together_in_one_packed_forward_each_match_generate_alone(tiny: LoadedModel) -> None:
+    """Three prompts arrive together and prefill side by side, a step's chunks packed into one forward (each entry
+    sees only its own request's: `paged_kv.packed_view`); each request still equals `generate()` run alone."""
+    arrivals = [(0, segment(1, 4, 11)), (0, segment(3, 3, 12)), (0, segment(0, 5, 13))]
+    engine = engine_for_model(tiny, EngineConfig(slots=4, policy="offline", prefill_chunk=48, **PAGED))
+    packed: list[int] = []
+    run = engine.runner.run
+
+    def counting(step: StepInput) -> list[RowOutcome]:  # delegates: the real runner runs every step
+        packed.append(len(step.prefill))
+        return run(step)
+
+    engine.runner.run = counting  # type: ignore[method-assign]
+    results = run_in_engine(engine, arrivals)
+    assert max(packed) >= 2, packed  # prompts' chunks went through one forward together
     for (_, request), result in zip(arrivals, results, strict=True):
         assert_same(result, reference(tiny, request))
 

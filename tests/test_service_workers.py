@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.engine_defaults import default_slots
 from tests.service_client import read_events, segment_rows, upload_voice, wait_for
 
 FAST = {"diffusion_steps": 2, "seed": 3}
@@ -69,7 +70,8 @@ def speech(client: httpx.Client, voice: str) -> str:
 def test_admins_see_each_worker_its_device_slots_and_jobs(stack, admin: httpx.Client, voice: str) -> None:  # type: ignore[no-untyped-def]
     (worker,) = workers_seen(admin, lambda workers: len(workers) == 1)
     assert worker["pid"] == stack.workers[0].pid and worker["name"].endswith(f":{worker['pid']}")
-    assert (worker["device"], worker["dtype"], worker["slots"]) == ("cpu", "float32", stack.settings.engine_slots)
+    slots = stack.settings.engine_slots or default_slots("cpu")
+    assert (worker["device"], worker["dtype"], worker["slots"]) == ("cpu", "float32", slots)
     assert worker["model"] == stack.settings.worker_model
     assert (worker["slots_in_use"], worker["running_jobs"]) == (0, [])
 

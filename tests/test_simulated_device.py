@@ -41,10 +41,9 @@ def test_a_frame_step_costs_the_parts_and_the_rows_between_lie_on_a_line() -> No
     assert linear.frame_step_seconds(15) * 1000 == pytest.approx(eight + (eight - one))
 
 
-def test_prefill_is_a_fixed_part_per_chunk_and_a_part_per_token() -> None:
+def test_prefill_is_a_fixed_part_per_forward_and_a_part_per_token() -> None:
     model = CostModel.from_costs(SMALL)
     assert model.step_seconds(StepShape(prefill_chunks=(100,))) * 1000 == pytest.approx(20.0)
-    assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(60.0)
     half_diffusion = StepShape(decode_rows=1, frame_rows=1, diffusion_steps=5)
     assert model.step_seconds(half_diffusion) * 1000 == pytest.approx(frame_ms(SMALL["parts_by_batch"][0]) - 10.0)
 
@@ -102,7 +101,8 @@ def test_a_request_start_costs_its_prompt_embedding_where_the_file_measured_it()
     assert clock() == pytest.approx(0.3 + prefill_and_frame)
 
 
-def test_the_batched_prefill_what_if_pays_the_fixed_part_once_a_step() -> None:
+def test_a_packed_prefill_pays_the_fixed_part_once_a_step_and_a_forward_per_chunk_once_a_chunk() -> None:
     model = CostModel.from_costs(SMALL)
-    model.batched_prefill = True
     assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(50.0)  # 10 + 0.1/token
+    model.packed_prefill = False  # the runner before it packed a step's chunks
+    assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(60.0)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
+from core.engine_defaults import default_slots
 from core.settings import Settings
-from models.loading import LoadedModel, load_model
+from models.loading import LoadedModel, choose_device, load_model
 from models.segment_io import chars_per_token
 from pipeline.engine.engine import Engine, EngineConfig, EngineLoad, Runner
 from pipeline.engine.factory import engine_for_model, step_options
@@ -37,8 +38,9 @@ def shared_engine(settings: Settings) -> Engine:
 
     The online policy: a worker serves interactive jobs and listeners beside batch work.
     """
+    device = choose_device(settings.device)
     config = EngineConfig(
-        slots=settings.engine_slots,
+        slots=settings.engine_slots or default_slots(device.type),
         kv_memory=settings.engine_kv_memory,
         policy="online",
         max_graphs=settings.engine_max_graphs,

@@ -6,8 +6,10 @@ holds is the engine's business (`kv_blocks.py`). A forward is handed a `PagedVie
 method Qwen2's attention calls on a cache (`update`): it writes each row's new entries at their slots.
 What each row then reads comes in one of two shapes:
 
-- `DenseKeys` (a prompt chunk, a replay: one row, many new entries): `update` returns the row's entries
-  gathered into `[rows, kv_heads, keys, head_dim]` with a mask, and transformers' own attention runs on them;
+- `DenseKeys` (prompt chunks, a replay: many new entries): `update` returns the row's entries gathered into
+  `[rows, kv_heads, keys, head_dim]` with a mask, and transformers' own attention runs on them. A step's prompt
+  chunks of several requests go as one packed row (`packed_view`): each new entry sees only its own request's
+  entries, so one forward serves them all with no token padded;
 - `KeyChunks` (a decode step: many rows, one new entry each): each row's visible entries in chunks of
   `CHUNK_KEYS`, every chunk of every row in one batch, attended by `paged_attention.chunked_attention`. Rows
   of a batch hold very different histories (a 60,000-token generation beside rows of a few hundred); a dense
@@ -21,7 +23,8 @@ so from then on the branch attends only to the entries since the restart. RoPE p
 original's too: it derives them from that mask (its count of visible entries), so an entry's position is its
 index since its branch's last restart (for the positive branch, which never restarts, its index).
 
-Views are built from spans on the host, exact (`eager_view`: prefill chunks and the eager decode step), or
+Views are built from spans on the host, exact (`eager_view`: a prefill chunk, a replay and the eager decode step;
+`packed_view`: several prefill chunks), or
 from device tensors of fixed shape with a bucketed chunk count (`chunked_view`, for CUDA graphs; the
 fixed-shape step in `fixed_decoder.py`). A position past a row's table maps to the null block, which is
 how rows that sit a step out write their token harmlessly.
@@ -245,3 +248,45 @@ def eager_view(pool: PagedKVPool, spans: Sequence[CacheSpan], new_tokens: int, d
     key_length = max(span.length + new_tokens - start for span, start in zip(spans, starts, strict=True))
     reads = KeyReads(read=len(spans) * key_length, visible=visible)
     return dense_view(pool, tables, lengths, new_tokens, visible_from, key_length, reads)
+
+
+def packed_view(
+    pool: PagedKVPool, spans: Sequence[CacheSpan], tokens: Sequence[int], device: torch.device
+) -> PagedView:
+    """Several requests' prompt chunks as one packed row: chunk i appends `tokens[i]` entries after `spans[i]`, and
+    each new entry attends to its own request's entries from the span's `visible_from` through itself, nothing of
+    another's (a block-diagonal mask, as vLLM's packed prefill). One LM forward serves every chunk of a step: its
+    fixed cost is paid once, and no token is padded (a batch of rows would pad each chunk to the longest).
+
+    The view's rows dimension is 1; new entries come in chunk order, `tokens[0]` of the first chunk first."""
+    block_size = pool.block_size
+    writes, positions, owners, query_positions, query_from = [], [], [], [], []
+    key_slots, key_positions, key_owners = [], [], []
+    for owner, (span, count) in enumerate(zip(spans, tokens, strict=True)):
+        table = torch.full((1, max(1, len(span.blocks))), NULL_BLOCK, dtype=torch.long)
+        table[0, : len(span.blocks)] = torch.tensor(span.blocks, dtype=torch.long)
+        new = torch.arange(span.length, span.length + count)
+        window = torch.arange(span.visible_from // block_size * block_size, span.length + count)
+        writes.append(token_slots(table, new[None], block_size)[0])
+        positions.append(new - span.visible_from)
+        owners.append(torch.full((count,), owner))
+        query_positions.append(new)
+        query_from.append(torch.full((count,), span.visible_from))
+        key_slots.append(token_slots(table, window[None], block_size)[0])
+        key_positions.append(window)
+        key_owners.append(torch.full((len(window),), owner))
+    query_position, query_owner, visible_from = torch.cat(query_positions), torch.cat(owners), torch.cat(query_from)
+    key_position, key_owner = torch.cat(key_positions), torch.cat(key_owners)
+    visible = (
+        (key_owner[None, :] == query_owner[:, None])
+        & (key_position[None, :] <= query_position[:, None])
+        & (key_position[None, :] >= visible_from[:, None])
+    )
+    seen = sum(span.length + count - span.visible_from for span, count in zip(spans, tokens, strict=True))
+    return PagedView(
+        pool,
+        write_slots=torch.cat(writes)[None].to(device),
+        positions=torch.cat(positions)[None].to(device),
+        keys=DenseKeys(torch.cat(key_slots)[None].to(device), visible[None, None].to(device)),
+        reads=KeyReads(read=len(key_position), visible=seen),
+    )

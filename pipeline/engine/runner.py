@@ -6,7 +6,8 @@ request still prefilling. It takes plain records from the engine (`step_records.
 outcomes; which blocks a request holds, how long its branches are and what it draws next are the
 engine's, handed over in each record. A step is:
 
-1. prompt chunks through the LM (one forward per chunk), and one batched LM forward for every decoding row;
+1. the step's prompt chunks through the LM in one forward (packed: `paged_kv.packed_view`), and one batched LM
+   forward for every decoding row;
 2. the token choice among the handful of tokens VibeVoice may emit, scored against just their rows of
    the LM head (the full 151,936-row head is never read);
 3. for the rows that chose the diffusion token: one batched negative-branch forward, one batched
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,7 +49,7 @@ from pipeline.engine.fixed_decoder import FixedDecoder, SpeechTokens
 from pipeline.engine.kv_blocks import CacheSpan
 from pipeline.engine.memory_plan import StepMemory, pool_blocks_within
 from pipeline.engine.paged_attention import use_chunked_attention
-from pipeline.engine.paged_kv import CHUNK_KEYS, KVPoolShape, PagedKVPool, PagedView, eager_view
+from pipeline.engine.paged_kv import CHUNK_KEYS, KVPoolShape, PagedKVPool, PagedView, eager_view, packed_view
 from pipeline.engine.requests import Replay
 from pipeline.engine.step_records import (
     FastPath,
@@ -269,10 +271,10 @@ class ModelRunner:
         """One engine step; returns an outcome for every row that chose a token (with overlap, the previous
         step's rows too, read back now)."""
         chosen: list[ChosenRow] = []
-        for chunk in step.prefill:
-            hidden = self._prefill_chunk(chunk)
-            if chunk.frame is not None:
-                chosen.append(ChosenRow(chunk.request_id, chunk.row, hidden, None, chunk.frame))
+        if step.prefill:
+            for chunk, hidden in zip(step.prefill, self._prefill(step.prefill), strict=True):
+                if chunk.frame is not None:
+                    chosen.append(ChosenRow(chunk.request_id, chunk.row, hidden, None, chunk.frame))
         outcomes: list[RowOutcome] = []
         if step.decode and self.fixed is not None and self.overlaps({row.frame.diffusion_steps for row in step.decode}):
             outcomes = self.fixed.decode(step.decode)
@@ -301,6 +303,10 @@ class ModelRunner:
 
     def language_model(self, embeds: torch.Tensor, view: PagedView) -> torch.Tensor:
         """The LM over `embeds` [rows, tokens, hidden] against `view`; each row's last hidden state."""
+        return self._hidden_states(embeds, view)[:, -1]
+
+    def _hidden_states(self, embeds: torch.Tensor, view: PagedView) -> torch.Tensor:
+        """The LM over `embeds` [rows, tokens, hidden] against `view`; every token's last hidden state."""
         output = self.inner.language_model(
             inputs_embeds=embeds,
             attention_mask={"full_attention": view.attention_mask},
@@ -309,7 +315,7 @@ class ModelRunner:
             use_cache=True,
             paged_view=view,  # to the attention (`paged_attention`), which reads a decode view's chunks itself
         )
-        return output.last_hidden_state[:, -1]
+        return output.last_hidden_state
 
     def sample_frames(
         self, positive: torch.Tensor, negative: torch.Tensor, noise: torch.Tensor, guidance: torch.Tensor, steps: int
@@ -430,12 +436,22 @@ class ModelRunner:
 
     # --- a step ---------------------------------------------------------------------------------------------
 
-    def _prefill_chunk(self, chunk: PrefillChunk) -> torch.Tensor:
-        embeds = self.prompt_embeds[chunk.request_id][:, chunk.start : chunk.start + chunk.tokens]
-        hidden = self._forward([chunk.positive], embeds)
-        if chunk.start + chunk.tokens >= self.prompt_embeds[chunk.request_id].shape[1]:
-            del self.prompt_embeds[chunk.request_id]
-        return hidden[0]
+    def _prefill(self, chunks: Sequence[PrefillChunk]) -> torch.Tensor:
+        """The step's prompt chunks through the LM; each chunk's last hidden state [chunks, hidden]. One chunk goes as
+        a row of its own; several go packed into one row (`packed_view`), so the forward's fixed cost is paid once a
+        step rather than once a chunk, which is what lets a GPU take many new streams a step."""
+        embeds = [self.prompt_embeds[chunk.request_id][:, chunk.start : chunk.start + chunk.tokens] for chunk in chunks]
+        for chunk in chunks:
+            if chunk.start + chunk.tokens >= self.prompt_embeds[chunk.request_id].shape[1]:
+                del self.prompt_embeds[chunk.request_id]
+        if len(chunks) == 1:
+            return self._forward([chunks[0].positive], embeds[0])
+        view = packed_view(
+            self.pool, [chunk.positive for chunk in chunks], [chunk.tokens for chunk in chunks], self.device
+        )
+        self._eager_reads += view.reads
+        ends = torch.tensor(list(itertools.accumulate(chunk.tokens for chunk in chunks)), device=self.device) - 1
+        return self._hidden_states(torch.cat(embeds, dim=1), view)[0, ends]
 
     def _forward(self, spans: Sequence[CacheSpan], embeds: torch.Tensor) -> torch.Tensor:
         """The LM over `embeds` [rows, tokens, hidden] appended to each span's entries; last hidden states."""

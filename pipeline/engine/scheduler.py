@@ -12,9 +12,10 @@ Three decisions, each a small function or policy class over plain views:
     while a playing stream has less than `THIN_BUFFER_SECONDS` of audio ahead of its listener a step takes
     prompt chunks only while its predicted time (`StepCosts` and `PrefillCosts`, learnt from the steps the
     engine ran) stays within the thinnest playing stream's buffered audio less a margin, so the step ends
-    before that stream stalls: one chunk at least, and as many as fit where the runner prefills several
-    prompts' chunks in one forward. While the most important work present is
-    interactive (a speech request at priority 9 beside short jobs at 5, or any interactive work beside batch),
+    before that stream stalls: as many as fit (the runner prefills a step's chunks in one forward), none when
+    even one would not (that stream's buffer grows by the decode step, and the prompts go on a step later).
+    While the most important work present is interactive (a speech request at priority 9 beside short jobs at
+    5, or any interactive work beside batch),
     its rows lead every step, and the step holds only as many other rows as keep it within
     `interactive_slowdown` times the cost of the leading rows alone (`StepCosts` learns a step's cost by its
     rows from the steps the engine ran): on a GPU a step of 16 rows costs about what one row does, so nothing
@@ -43,10 +44,10 @@ from dataclasses import dataclass
 
 INTERACTIVE_SLOWDOWN = 1.5  # how much slower than its own rows alone a step holding interactive work may be
 # Online: while a playing stream has less audio than this ahead of its listener, a step takes prompt chunks only as
-# far as its predicted time keeps clear of that stream's buffer by `STALL_MARGIN_SECONDS` (one chunk at least).
+# far as its predicted time keeps clear of that stream's buffer by `STALL_MARGIN_SECONDS` (none if one would not).
 THIN_BUFFER_SECONDS = 0.2
 # What a thin stream's buffer keeps clear of a step's predicted time: the host's work after planning (not in the
-# learnt step costs: about 1.5 ms at 128 rows) and the prediction's error. On the H200 cost file 5 ms lets a batched
+# learnt step costs: about 1.5 ms at 128 rows) and the prediction's error. On the H200 cost file 5 ms lets a packed
 # prefill take two prompts beside a stream that has just started (a tenth of a frame, 13 ms, lets it take one).
 STALL_MARGIN_SECONDS = 0.005
 
@@ -220,19 +221,24 @@ class OnlinePolicy:
         waiting = sorted((r for r in requests if r.prompt_remaining > 0), key=_first_served)
         chunks = _prefill_chunks(waiting, budget.token_budget - len(decode), budget.prefill_chunk)
         thin = [r.buffered_seconds for r in decodable[:rows] if self._thin(r)]
-        if thin and len(chunks) > 1:  # a stream could hear a stall: only the prompts the step has time for
+        if thin and chunks:  # a stream could hear a stall: only the prompts the step has time for
             chunks = chunks[: self._chunks_within(min(thin) - self.stall_margin_seconds, len(decode), chunks)]
         return StepPlan(decode, chunks)
 
     def _chunks_within(self, seconds: float, rows: int, chunks: Sequence[tuple[int, int]]) -> int:
-        """How many of `chunks` (one at least) a step of `rows` decode rows may take and still be predicted to
-        end within `seconds`; one while nothing is learnt."""
+        """How many of `chunks` a step of `rows` decode rows may take and still be predicted to end within
+        `seconds`. None when even one would not: that step decodes alone, and each playing stream gains a frame's
+        audio less a step's time, so the prompts go on a step or two later instead of a stream stalling (a prompt
+        waits only while some stream is that thin; a stream just started has room for one). One while the costs
+        are not learnt yet (a step must prefill beside rows for them to be)."""
         decode = self.costs.estimate(rows)
-        count, tokens = 1, chunks[0][1]
-        while decode is not None and count < len(chunks):
+        count, tokens = 0, 0
+        while count < len(chunks):
             tokens += chunks[count][1]
             predicted = self.prefill_costs.estimate(count + 1, tokens)
-            if predicted is None or decode + predicted > seconds:
+            if decode is None or predicted is None:
+                return max(count, 1)
+            if decode + predicted > seconds:
                 break
             count += 1
         return count

@@ -28,7 +28,9 @@ size, and prefill costs). Where nothing was measured it assumes, and `CostModel.
 - no CUDA graphs and no overlapped read-back: eager costs, as measured;
 - a frame's cost beyond its measured parts (token choice, the step's own host work on the device side) is
   the file's `other_ms` where measured, else what `generate()`'s steady per-frame time exceeds the parts by;
-- prefill costs a fixed part per chunk (each chunk is one forward) plus a part per token, fitted to the file;
+- prefill costs a fixed part per forward plus a part per token, fitted to the file's chunks measured alone; the
+  runner packs a step's chunks into one forward (`paged_kv.packed_view`), so a step pays the fixed part once
+  (`packed_prefill`; off, a forward per chunk, as the runner did before);
   a request's start (its prompt embedded, its voices encoded) costs what the file's `request_starts` fit gives,
   or nothing where the file has none (the H200 file's `generate()` prefill figures include the voices' encoding).
 
@@ -72,7 +74,7 @@ class StepShape:
 
     decode_rows: int = 0  # rows one token through the positive LM branch
     frame_rows: int = 0  # rows that make a frame: negative branch, diffusion, acoustic decode, semantic encode
-    prefill_chunks: tuple[int, ...] = ()  # tokens of each prompt chunk (one forward each)
+    prefill_chunks: tuple[int, ...] = ()  # tokens of each prompt chunk (one forward for all, or one each)
     keys_read: int = 0  # K/V entries the decode rows' attention reads, per layer, both branches
     diffusion_steps: int = MEASURED_DIFFUSION_STEPS  # the most of any frame row
 
@@ -116,9 +118,9 @@ class Roofline:
     bytes_per_key: float  # one K/V entry of every layer (K and V)
     lm_flops_per_token: float
 
-    def seconds(self, shape: StepShape) -> float:
+    def seconds(self, shape: StepShape, prefill_forwards: int) -> float:
         flops = shape.frame_rows * GFLOP_PER_FRAME * 1e9 + sum(shape.prefill_chunks) * self.lm_flops_per_token
-        forwards = (shape.decode_rows > 0) + (shape.frame_rows > 0) + len(shape.prefill_chunks)
+        forwards = (shape.decode_rows > 0) + (shape.frame_rows > 0) + prefill_forwards
         traffic = forwards * self.weight_bytes + shape.keys_read * self.bytes_per_key
         return max(flops / self.flops_per_s, traffic / self.bytes_per_s)
 
@@ -129,16 +131,16 @@ class CostModel:
 
     parts: dict[str, PartCurve]
     other: PartCurve  # the rest of a frame step, per frame rows
-    prefill_fixed_ms: float  # per chunk
+    prefill_fixed_ms: float  # per forward
     prefill_ms_per_token: float
     roofline: Roofline | None
     source: str
     start_fixed_ms: float = 0.0  # a request's start: its prompt embedded, its voices encoded
     start_ms_per_token: float = 0.0
     assumptions: list[str] = field(default_factory=list)
-    # What-if: a runner that prefills all of a step's prompt chunks in one forward (the runner today runs a forward
-    # per chunk), paying the fixed part once a step; for judging that change before building it.
-    batched_prefill: bool = False
+    # The runner prefills all of a step's prompt chunks in one packed forward, paying the fixed part once a step;
+    # False models a forward per chunk (the runner before packing), for comparing the two.
+    packed_prefill: bool = True
 
     @classmethod
     def from_file(cls, path: Path | str) -> CostModel:
@@ -168,12 +170,12 @@ class CostModel:
         return cls(dict.fromkeys(PARTS, zero), zero, 0.0, 0.0, None, "free", assumptions=nothing)
 
     def step_seconds(self, shape: StepShape) -> float:
-        forwards = min(len(shape.prefill_chunks), 1) if self.batched_prefill else len(shape.prefill_chunks)
+        forwards = min(len(shape.prefill_chunks), 1) if self.packed_prefill else len(shape.prefill_chunks)
         ms = forwards * self.prefill_fixed_ms + self.prefill_ms_per_token * sum(shape.prefill_chunks)
         ms += self._padded(shape.decode_rows, self.parts["lm_step_ms"])  # the positive branch
         ms += self._padded(shape.frame_rows, lambda rows: self._frame_tail_ms(rows, shape.diffusion_steps))
         seconds = ms / 1000
-        return seconds if self.roofline is None else max(seconds, self.roofline.seconds(shape))
+        return seconds if self.roofline is None else max(seconds, self.roofline.seconds(shape, forwards))
 
     def _frame_tail_ms(self, rows: int, diffusion_steps: int) -> float:
         """What making `rows` frames costs after the positive branch: the negative branch, diffusion, the
