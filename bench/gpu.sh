@@ -5,7 +5,8 @@
 #
 # Installs nothing from the network: where transformers 5.23 or soundfile is missing, the wheels in bench/wheels/
 # (bench/fetch_wheels.sh fetches them beforehand, elsewhere);
-# runs bench/gpu_checks.py (CUDA graphs against the eager step; bf16 against fp32), then bench/engine.py at
+# runs bench/gpu_checks.py (CUDA graphs against the eager step; packed prefill against each prompt alone; bf16
+# against fp32), then bench/engine.py at
 # VibeVoice-1.5B's shapes with random weights, bf16: transformers' generate() and the engine at concurrency 1, 16,
 # 64 and 256 (offline), 64 requests arriving as a Poisson process (streaming policy), and the long-form run:
 # one 60,000-token generation (a long script's prompt, then 600 frames) beside 63 short ones arriving over time,

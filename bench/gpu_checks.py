@@ -6,7 +6,10 @@
    against the eager (data-shaped) step, tiny model, float32: the latents must agree within 1e-4. The tiny
    model is the attentive one (`models.tiny_checkpoint`), so a key the graphed step reads wrongly (a block
    table, a key bucket, a visible start) moves the latents far beyond that.
-2. bf16 against fp32: one request through the engine at the 1.5B shapes (random weights), the model
+2. Packed prefill: the same requests at once (their prompts' chunks packed into shared forwards) against each
+   alone, eager step, tiny attentive model, float32: within 1e-4 (a mask that let one request's entries see
+   another's moves the latents far beyond that).
+3. bf16 against fp32: one request through the engine at the 1.5B shapes (random weights), the model
    in float32 and the same weights in bfloat16. Reported: the first frame's and the whole request's
    audio error (max absolute, and relative RMS); an autoregressive model's paths drift apart with
    every frame, so the first frame measures the arithmetic and the whole request the drift.
@@ -82,6 +85,19 @@ def graph_parity() -> dict:
     return figures
 
 
+def packed_prefill_parity() -> dict:
+    loaded = random_model("tiny", torch.device("cuda"), torch.float32, attentive=True)
+    requests = [request for _, request in workload(4, "at-once", 1.0, seed=0, seconds=(1.0, 3.0))]
+    _, together = run(loaded, requests, fixed_shapes=False)
+    alone = [run(loaded, [request], fixed_shapes=False)[1][0] for request in requests]
+    difference = max_difference(together, alone)
+    return {
+        "together_vs_alone_max_latent_diff": difference,
+        "tolerance": GRAPH_TOLERANCE,
+        "pass": difference <= GRAPH_TOLERANCE,
+    }
+
+
 def relative_rms(got: np.ndarray, expected: np.ndarray) -> float:
     return float(np.sqrt(np.mean((got - expected) ** 2)) / max(np.sqrt(np.mean(expected**2)), 1e-12))
 
@@ -112,12 +128,16 @@ def main() -> None:
         raise SystemExit("gpu_checks.py needs a CUDA device")
     results = {"graph_parity": graph_parity()}
     print(f"graph parity: {results['graph_parity']}", flush=True)
+    results["packed_prefill_parity"] = packed_prefill_parity()
+    print(f"packed prefill parity: {results['packed_prefill_parity']}", flush=True)
     results["bf16_vs_fp32"] = bf16_against_fp32(args.bf16_seconds)
     print(f"bf16 vs fp32: {results['bf16_vs_fp32']}", flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))
     if not results["graph_parity"]["pass"]:
         raise SystemExit("CUDA graph replays differ from the eager step beyond the tolerance")
+    if not results["packed_prefill_parity"]["pass"]:
+        raise SystemExit("prompts prefilled packed together differ from each alone beyond the tolerance")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,17 @@ def memory_lines(name: str, figures: dict) -> list[str]:
     ]
 
 
+def packed_lines(packed: dict | None) -> list[str]:
+    """The packed-prefill check's line (none in a checks file from before it existed)."""
+    if packed is None:
+        return []
+    return [
+        f"Prompts prefilled packed together against each alone (tiny model, fp32): max latent difference "
+        f"{packed['together_vs_alone_max_latent_diff']:.2e}; tolerance {packed['tolerance']:.0e}: "
+        f"{'pass' if packed['pass'] else 'FAIL'}."
+    ]
+
+
 def checks_lines(checks: dict) -> list[str]:
     graphs = checks["graph_parity"]
     precision = checks["bf16_vs_fp32"]
@@ -79,6 +90,7 @@ def checks_lines(checks: dict) -> list[str]:
         f"{graphs['graphs_vs_fixed_eager_max_latent_diff']:.2e} (fixed-shape step run eagerly), "
         f"{graphs['graphs_vs_eager_max_latent_diff']:.2e} (data-shaped step); tolerance {graphs['tolerance']:.0e}: "
         f"{'pass' if graphs['pass'] else 'FAIL'}.",
+        *packed_lines(checks.get("packed_prefill_parity")),
         f"bf16 against fp32 (1.5B shapes, {precision['audio_seconds']:.0f} s request): first frame max |Δ| "
         f"{precision['first_frame_max_abs']:.2e}, relative RMS {precision['first_frame_relative_rms']:.2e}; whole "
         f"request max |Δ| {precision['whole_max_abs']:.2e}, relative RMS {precision['whole_relative_rms']:.2e} "
