@@ -187,6 +187,7 @@ def run_engine(
                 index = pending.popleft()
                 handle = engine.submit(_request(work[index], clock()))
                 live[handle.request_id] = (index, handle)
+            began = clock()  # the step admits before it runs: a request it starts started now
         stepped = engine.step()
         with clock.stopped():
             now = clock()
@@ -199,7 +200,7 @@ def run_engine(
                     if traces[index].promised is None:
                         traces[index].promised = now + place.start_in_seconds
             for request_id, (index, handle) in list(live.items()):
-                if _record(traces[index], handle, now):
+                if _record(traces[index], handle, began, now):
                     del live[request_id]
             if not stepped and pending:
                 clock.advance_to(work[pending[0]].at)
@@ -212,11 +213,12 @@ def _request(arrival: Arrival, now: float) -> GenerationRequest:
     return GenerationRequest(prompt, arrival.frames, streaming=arrival.streaming, job=arrival.job, arrival=now)
 
 
-def _record(trace: Trace, handle: RequestHandle, now: float) -> bool:
-    """Fold a handle's new events into its trace at `now`; True once it has ended."""
+def _record(trace: Trace, handle: RequestHandle, began: float, now: float) -> bool:
+    """Fold the new events of a step that `began` and ended `now` into a handle's trace; True once it has ended.
+    A start is the step's beginning, where the engine admits: its first frame's time counts the whole step."""
     for event in handle.drain():
         if event.kind is EventKind.STARTED:
-            trace.started = now
+            trace.started = began
         elif event.kind is EventKind.AUDIO:
             trace.frames.append(now)
         elif event.kind is EventKind.FINISHED:
