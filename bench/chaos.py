@@ -79,6 +79,10 @@ REQUEST_TIMEOUT = 30.0
 SPEECH_TIMEOUT = 120.0
 PCM16_STEP = 1 / 32768
 DEPENDENCY_RECOVERY_GOAL_S = 10.0  # issue 37: running jobs progress again this soon after PostgreSQL or Redis is back
+# A soak's gap between two faults of one target. Six targets side by side: with gaps of 5 to 20 s (the first soaks)
+# some part was nearly always down (the api, restarted every ~14 s, waited out PostgreSQL's outages at start), 22 jobs
+# were accepted in 30 minutes and no recovery could be told from the next fault; 15 to 45 s still gives 200+ faults.
+SOAK_GAP_SECONDS = (15.0, 45.0)
 DISK_FULL_SHARE = 0.9  # the run's own data past this share of the data disk: the run is void (`run_problems`)
 PRINTED_VIOLATIONS = 40  # the report prints this many; the JSON has them all
 RESUME_SHARE = 0.02  # README: a resumed job's WAV is within one 16-bit step of an uninterrupted run's in 2% of samples
@@ -423,6 +427,7 @@ class Fault:
     killed_holding: list[str] = field(default_factory=list)  # jobs a killed worker held (let run: charged)
     killed_waiting: list[str] = field(default_factory=list)  # jobs it had claimed but not let run yet (not charged)
     recovery_s: float | None = None
+    alone: bool = True  # no other fault was under way from its start until the recovery goal's time after its end
 
 
 @dataclass
@@ -885,7 +890,7 @@ class Run:
         """(start second, kind, target, outage seconds), drawn from the seed.
 
         Short (`--minutes` 3 or less): every kind once, one after another, outages of 1 to 10 s, gaps of 4 to 10 s.
-        Longer: a timeline per target side by side, each a fault then a gap of 5 to 20 s, outages of 1 to 30 s.
+        Longer: a timeline per target side by side, each a fault then a gap of `SOAK_GAP_SECONDS`, outages of 1 to 30 s.
         """
         kinds = [kind for kind in FAULT_KINDS if kind not in self.unavailable]
         rng = self.rng
@@ -912,7 +917,7 @@ class Run:
                 kind = rng.choice(choices)
                 outage = self.outage_of(kind, rng, 30.0)
                 plan.append((at, kind, target, outage))
-                at += outage + rng.uniform(5.0, 20.0)
+                at += outage + rng.uniform(*SOAK_GAP_SECONDS)
         return sorted(plan)
 
     @staticmethod
@@ -1289,7 +1294,10 @@ class Run:
                 self.violate("no_5xx_but_503_in_outage", "-", f"{what}: {answer.status} {answer.error!r}")
 
     def recovery(self) -> None:
-        """Each fault's recovery: from its end until every job it found running progressed (or ended) again."""
+        """Each fault's recovery: from its end until every job it found running progressed (or ended) again; and
+        whether it was alone: no other fault under way from its start until that recovery, or until
+        `DEPENDENCY_RECOVERY_GOAL_S` after its end if later (a job held up by another fault tells nothing of this
+        one's recovery)."""
         for fault in self.faults:
             if fault.ended is None or not fault.affected:
                 continue
@@ -1306,6 +1314,11 @@ class Run:
                 if later:
                     waits.append(later[0][0] - fault.ended)
             fault.recovery_s = round(max(waits), 2) if waits else None
+            horizon = fault.ended + min(fault.recovery_s or DEPENDENCY_RECOVERY_GOAL_S, DEPENDENCY_RECOVERY_GOAL_S)
+            fault.alone = not any(
+                other is not fault and other.started <= horizon and (other.ended or horizon) >= fault.started
+                for other in self.faults
+            )
 
     # --- stopping ----------------------------------------------------------------------------------------------
 
@@ -1399,13 +1412,13 @@ class Run:
             "responses_by_status": dict(sorted(statuses.items())),
             "recovery_p50_s": {kind: percentile(values, 0.5) for kind, values in sorted(by_kind.items())},
             "recovery_p95_s": {kind: percentile(values, 0.95) for kind, values in sorted(by_kind.items())},
-            # issue 37's goal: every running job progressing again within 10 s of PostgreSQL or Redis answering
+            # issue 37's goal: every running job progressing again within 10 s of PostgreSQL or Redis answering,
+            # judged on the dependency faults that were alone (`Run.recovery`); the others are counted
             "goal_dependency_recovery_within_10s": all(
-                value <= DEPENDENCY_RECOVERY_GOAL_S
-                for kind, values in by_kind.items()
-                if kind.startswith(("postgres", "redis"))
-                for value in values
+                fault.recovery_s <= DEPENDENCY_RECOVERY_GOAL_S for fault in self.dependency_faults(alone=True)
             ),
+            "dependency_faults_alone": len(self.dependency_faults(alone=True)),
+            "dependency_faults_overlapped": len(self.dependency_faults(alone=False)),
             "faults": [
                 {**{k: v for k, v in asdict(fault).items() if k != "affected"}, "affected": len(fault.affected)}
                 for fault in self.faults
@@ -1425,6 +1438,14 @@ class Run:
             "data_peak_mb": round(self.data_peak / 2**20, 1),
             "run_problems": self.run_problems(),
         }
+
+    def dependency_faults(self, alone: bool) -> list[Fault]:
+        """PostgreSQL and Redis faults with a measured recovery, alone (or not) as `Run.recovery` judged them."""
+        return [
+            fault
+            for fault in self.faults
+            if fault.kind.startswith(("postgres", "redis")) and fault.recovery_s is not None and fault.alone == alone
+        ]
 
     def run_problems(self) -> list[str]:
         """What makes the run prove less than it says, apart from the service: its own data filling the data disk
@@ -1476,7 +1497,11 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"jobs by outcome: {report['jobs_by_outcome']}")
     print(f"responses by status: {report['responses_by_status']} (500s: {report['responses_500']})")
     print(f"recovery p50 / p95 s: {report['recovery_p50_s']} / {report['recovery_p95_s']}")
-    print(f"every job progressing within 10 s of PostgreSQL or Redis: {report['goal_dependency_recovery_within_10s']}")
+    print(
+        f"every job progressing within 10 s of PostgreSQL or Redis: {report['goal_dependency_recovery_within_10s']} "
+        f"(over the {report['dependency_faults_alone']} such faults that were alone; "
+        f"{report['dependency_faults_overlapped']} overlapped another)"
+    )
     print(f"data disk: {report['data_peak_mb']} MB of {report['disk_mb']} at most")
     for problem in report["run_problems"]:
         print(f"run problem: {problem}")

@@ -4,7 +4,10 @@ otherwise deliver again after its visibility timeout, hours later)."""
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import redis
@@ -12,10 +15,11 @@ import redis
 from core import job_repository
 from core.db import Database
 from core.job_states import JobState
+from core.models import Job, utc_now
 from core.settings import Settings
 from tests.test_job_repository import job_in_state
 from workers.celery_app import create_celery_app, enqueue_job, priority_list_keys, queue_name
-from workers.sweeper import drop_ended_deliveries, job_ids_in_broker, send_back, unacked_deliveries
+from workers.sweeper import drop_ended_deliveries, job_ids_in_broker, send_back, sweep, unacked_deliveries
 
 
 def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
@@ -74,6 +78,46 @@ def test_a_job_sent_back_keeps_one_message_when_its_old_delivery_is_put_back(
         assert sorted(job_ids_in_broker(client, namespace)) == [job_id]
         waiting = sum(client.llen(key) for key in priority_list_keys(namespace, "batch"))
         assert waiting == 1, f"the job has {waiting} messages waiting"
+    finally:
+        for key in client.scan_iter(match=f"{namespace}*"):
+            client.delete(key)
+        connection.release()
+
+
+def test_a_job_whose_worker_died_between_delivery_and_claim_is_sent_again(
+    database: Database, database_url: str, service_redis_url: str, tmp_path: Path
+) -> None:
+    """A worker took a queued job's message and died before claiming the job (chaos soak: the job stayed queued to the
+    end): the delivery sits unacknowledged until the visibility timeout, hours away. Once it is older than
+    `stale_after_seconds` the sweeper sends the job again in its place; a younger delivery is a live worker's, about
+    to claim its job (one message a task thread), and is left alone."""
+    namespace = f"deliveries-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        data_dir=tmp_path,
+        database_url=database_url,
+        redis_url=service_redis_url,
+        redis_namespace=namespace,
+        stale_after_seconds=30,
+    )
+    client = redis.Redis.from_url(service_redis_url)
+    lost, fresh = job_in_state(database, JobState.QUEUED), job_in_state(database, JobState.QUEUED)
+    with database.session() as session:  # both queued long before this sweep
+        for job_id in (lost, fresh):
+            session.get_one(Job, job_id).enqueued_at = utc_now() - timedelta(minutes=5)
+    app = create_celery_app(settings, include=())
+    connection = app.connection_for_read()
+    try:
+        for job_id in (lost, fresh):
+            enqueue_job(app, namespace, job_id, "batch", 5)
+            message = connection.default_channel.basic_get(queue_name(namespace, "batch"), no_ack=False)
+            assert message is not None and message.headers["id"] == job_id
+        (tag,) = [tag for tag, job_id in unacked_deliveries(client, namespace).items() if job_id == lost]
+        client.zadd(f"{namespace}:unacked_index", {tag: time.time() - 60})  # kombu's delivery time, a minute ago
+        assert sweep(settings, database, app, client, judge_silence=False) == [lost]
+        assert list(unacked_deliveries(client, namespace).values()) == [fresh]
+        waiting = [item for key in priority_list_keys(namespace, "batch") for item in client.lrange(key, 0, -1)]
+        assert [json.loads(item)["headers"]["id"] for item in waiting] == [lost]
+        assert sweep(settings, database, app, client, judge_silence=False) == []  # its new message is in the queue
     finally:
         for key in client.scan_iter(match=f"{namespace}*"):
             client.delete(key)

@@ -16,6 +16,7 @@ message sent twice is harmless, since a script job is claimed only from `queued`
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -28,7 +29,7 @@ from core.models import ScriptJob, utc_now
 from core.settings import Settings
 from workers.celery_app import SCRIPTS_QUEUE
 from workers.periodic import Periodic
-from workers.sweeper import SilenceJudge, job_ids_in_broker
+from workers.sweeper import SilenceJudge, drop_deliveries_of, job_ids_in_broker
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +98,12 @@ def resend_lost_script_jobs(
         ).all()
     if not waiting:
         return []
-    in_broker = job_ids_in_broker(client, namespace, kinds=(SCRIPTS_QUEUE,))
+    # a delivery older than `stale_after` went to a worker that died before claiming it (`job_ids_in_broker`)
+    in_broker = job_ids_in_broker(client, namespace, kinds=(SCRIPTS_QUEUE,), delivered_since=time.time() - stale_after)
     lost = [script_id for script_id in waiting if script_id not in in_broker]
     for script_id in lost:
         logger.warning("broker lost a queued script job; sent again", extra={"script_id": script_id})
+        drop_deliveries_of(client, namespace, [script_id])
         send(script_id)
     return lost
 

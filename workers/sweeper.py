@@ -6,8 +6,9 @@ The database is the record of every job; Redis only carries messages. Two things
   A running job whose heartbeat is older than `stale_after_seconds` is re-enqueued: handed back when its process
   still lives (announced in Redis, or alive on this host), else counting a worker death: at `max_worker_deaths` it
   is failed instead (a job that crashes every worker must not do so forever).
-- Redis restarts without its data (or a send failed while it was down). A queued job older than
-  `stale_after_seconds` whose id is in no queue and not unacknowledged is re-enqueued.
+- Redis restarts without its data (or a send failed while it was down), or a worker died between taking a job's
+  message and claiming the job. A queued job older than `stale_after_seconds` whose id is in no queue, and not in a
+  delivery made within `stale_after_seconds`, is re-enqueued (such a delivery dropped first).
 A delivery nobody will acknowledge (its worker died and its job was taken back, or its job has ended) is forgotten
 at once, so Redis does not deliver it again hours later for nothing. A re-enqueue can duplicate a message that was
 not lost after all; that is harmless, since the task only runs a job it can claim (see `core.job_repository`).
@@ -51,18 +52,30 @@ logger = logging.getLogger(__name__)
 
 
 def job_ids_in_broker(
-    client: redis.Redis, namespace: str, kinds: Sequence[QueueKind | Literal["scripts"]] = QUEUE_KINDS
+    client: redis.Redis,
+    namespace: str,
+    kinds: Sequence[QueueKind | Literal["scripts"]] = QUEUE_KINDS,
+    delivered_since: float | None = None,
 ) -> set[str]:
     """Ids of the jobs whose task message Redis holds, waiting in one of the `kinds` of queue or delivered (to any
-    queue's worker) but unacknowledged."""
+    queue's worker) but unacknowledged; with `delivered_since` (a Unix time), only deliveries made since then count.
+
+    A worker takes no more messages than it has task threads (prefetch 1), and claims a job the moment its message
+    arrives: a job still queued long after its delivery was delivered to a worker that died before claiming it, and
+    that delivery would come back only after the visibility timeout, hours later (chaos soak: a job stranded so)."""
     payloads: list[bytes | str] = []  # bytes: the client does not decode
     for kind in kinds:
         for key in priority_list_keys(namespace, kind):
             payloads += client.lrange(key, 0, -1)
     found = {_task_id(json.loads(payload)) for payload in payloads}
-    for value in client.hvals(broker_key_prefix(namespace) + "unacked"):
-        message, *_ = json.loads(value)
-        found.add(_task_id(message))
+    prefix = broker_key_prefix(namespace)
+    delivered: dict[bytes, float] = {
+        tag: at for tag, at in client.zscan_iter(prefix + "unacked_index")
+    }  # tag: when kombu delivered it (Unix time)
+    for tag, value in client.hscan_iter(prefix + "unacked"):
+        if delivered_since is None or delivered.get(tag, delivered_since) >= delivered_since:
+            message, *_ = json.loads(value)
+            found.add(_task_id(message))
     return found
 
 
@@ -195,11 +208,14 @@ def sweep(
         ).all()
     if not waiting:
         return resent
-    in_broker = job_ids_in_broker(client, settings.redis_namespace)
+    in_broker = job_ids_in_broker(
+        client, settings.redis_namespace, delivered_since=time.time() - settings.stale_after_seconds
+    )
     for job_id, queue, priority in waiting:
         if job_id in in_broker or job_id in resent:
             continue
         logger.warning("broker lost a queued job; re-enqueued", extra={"job_id": job_id})
+        drop_deliveries_of(client, settings.redis_namespace, [job_id])  # a dead worker's, never to be acknowledged
         mark_resent(database, job_id)
         enqueue_job(celery, settings.redis_namespace, job_id, queue_kind(queue), priority)
         resent.append(job_id)
