@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     # CPU (`core.engine_defaults.default_slots`)
     engine_slots: int | None = Field(None, ge=1)
     # The engine's K/V pool: bytes (> 1), or a fraction (<= 1) of the GPU memory free once the model is loaded;
-    # None: 0.8 on a GPU, 1 GiB on the CPU. A generation may reach the model's own context if the pool holds it.
+    # None: 0.9 on a GPU, 1 GiB on the CPU. A generation may reach the model's own context if the pool holds it.
     engine_kv_memory: float | None = Field(None, gt=0)
     # While interactive work leads (a speech request beside jobs), a step may take this many times what the leading
     # rows alone take; other rows sit such steps out. Higher: more throughput beside speech, slower speech (CPU only:
