@@ -28,10 +28,10 @@ from models.reference import reference_generate_segment
 from models.segment_io import GenerationSettings, SegmentAudio, prompt_inputs
 from pipeline.engine.engine import Engine, EngineConfig
 from pipeline.engine.factory import engine_for_model
-from pipeline.engine.kv_blocks import BranchBlocks
+from pipeline.engine.kv_blocks import BranchBlocks, CacheSpan
 from pipeline.engine.requests import EngineEvent, EventKind, GenerationRequest, Replay
-from pipeline.engine.runner import ModelRunner, RunnerConfig
-from pipeline.engine.step_records import RowOutcome, StepInput
+from pipeline.engine.runner import ModelRunner, RunnerConfig, packs
+from pipeline.engine.step_records import PrefillChunk, RowOutcome, StepInput
 from pipeline.generation import SegmentRequest, submit_segment
 from script_text.prompt import SegmentText
 from tests.synthetic_audio import voice_like
@@ -158,6 +158,20 @@ def test_prompts_prefilled_together_in_one_packed_forward_each_match_generate_al
     assert max(packed) >= 2, packed  # prompts' chunks went through one forward together
     for (_, request), result in zip(arrivals, results, strict=True):
         assert_same(result, reference(tiny, request))
+
+
+def test_chunks_pack_while_their_scores_fit_and_long_windows_go_alone() -> None:
+    """A packed forward scores every new entry against every key of its pack: fresh prompts pack, a chunk that reads
+    a long history (a replay's, a long prompt's late chunk) goes alone, and the order of the step's chunks is kept."""
+
+    def chunk(tokens: int, history: int) -> PrefillChunk:
+        return PrefillChunk(0, 0, history, tokens, CacheSpan((), history, 0), None)
+
+    fresh = [chunk(455, 0) for _ in range(4)]  # 1,820 new entries against 1,820 keys: 3.3M scores
+    assert packs(fresh) == [[0, 1, 2, 3]]
+    assert packs([*fresh, chunk(455, 0)]) == [[0, 1, 2, 3], [4]]  # a fifth would make 5.2M
+    assert packs([chunk(455, 0), chunk(512, 30_000), chunk(455, 0), chunk(300, 0)]) == [[0], [1], [2, 3]]
+    assert packs([chunk(16, 0)]) == [[0]]
 
 
 WAITING = [(0, segment(i % 4, 3 + i, seed=i)) for i in range(5)]

@@ -70,6 +70,10 @@ DEFAULT_CPU_KV_BYTES = 1 << 30  # K/V pool on the CPU when no budget is given
 # Of the GPU memory free once the model is loaded: the pool and the largest decode step it allows (measured) share
 # it; the rest is for CUDA graphs' bookkeeping, the caching allocator's slack and what else shares the GPU.
 DEFAULT_GPU_KV_FRACTION = 0.9
+# Attention scores (new entries times keys, per head) one packed prefill forward may hold: it scores every new entry
+# against every key of its pack, its own request's or another's (masked), so chunks with long windows (a replay's, a
+# long prompt's late chunks) go alone. 4M: four fresh 455-token prompts pack (3.3M); 12 heads of bf16, 100 MB.
+PACKED_SCORES = 1 << 22
 REPLAY_CHUNK_FRAMES = 64  # frames streamed through the codec, and negative entries written, per forward
 
 
@@ -437,21 +441,24 @@ class ModelRunner:
     # --- a step ---------------------------------------------------------------------------------------------
 
     def _prefill(self, chunks: Sequence[PrefillChunk]) -> torch.Tensor:
-        """The step's prompt chunks through the LM; each chunk's last hidden state [chunks, hidden]. One chunk goes as
-        a row of its own; several go packed into one row (`packed_view`), so the forward's fixed cost is paid once a
-        step rather than once a chunk, which is what lets a GPU take many new streams a step."""
+        """The step's prompt chunks through the LM; each chunk's last hidden state [chunks, hidden]. Chunks go packed
+        into one row (`packed_view`, `packs`), so the forward's fixed cost is paid once a pack rather than once a
+        chunk, which is what lets a GPU take many new streams a step; a chunk alone goes as a row of its own."""
         embeds = [self.prompt_embeds[chunk.request_id][:, chunk.start : chunk.start + chunk.tokens] for chunk in chunks]
         for chunk in chunks:
             if chunk.start + chunk.tokens >= self.prompt_embeds[chunk.request_id].shape[1]:
                 del self.prompt_embeds[chunk.request_id]
-        if len(chunks) == 1:
-            return self._forward([chunks[0].positive], embeds[0])
-        view = packed_view(
-            self.pool, [chunk.positive for chunk in chunks], [chunk.tokens for chunk in chunks], self.device
-        )
-        self._eager_reads += view.reads
-        ends = torch.tensor(list(itertools.accumulate(chunk.tokens for chunk in chunks)), device=self.device) - 1
-        return self._hidden_states(torch.cat(embeds, dim=1), view)[0, ends]
+        hidden = []
+        for pack in packs(chunks):
+            if len(pack) == 1:
+                hidden.append(self._forward([chunks[pack[0]].positive], embeds[pack[0]]))
+                continue
+            packed = [chunks[i] for i in pack]
+            view = packed_view(self.pool, [c.positive for c in packed], [c.tokens for c in packed], self.device)
+            self._eager_reads += view.reads
+            ends = torch.tensor(list(itertools.accumulate(c.tokens for c in packed)), device=self.device) - 1
+            hidden.append(self._hidden_states(torch.cat([embeds[i] for i in pack], dim=1), view)[0, ends])
+        return torch.cat(hidden)
 
     def _forward(self, spans: Sequence[CacheSpan], embeds: torch.Tensor) -> torch.Tensor:
         """The LM over `embeds` [rows, tokens, hidden] appended to each span's entries; last hidden states."""
@@ -509,6 +516,22 @@ class ModelRunner:
         bos = self.token_embeddings(torch.tensor([self.audio_bos_token_id], device=self.device))
         inputs = torch.stack([bos if row.positive_input is None else row.positive_input for row in rows])
         return self._forward([row.frame.negative for row in rows], inputs)
+
+
+def packs(chunks: Sequence[PrefillChunk]) -> list[list[int]]:
+    """The chunks' indices in packs of one forward each, in order: a pack grows while its new entries times the keys
+    they read stay within `PACKED_SCORES`."""
+    grouped: list[list[int]] = []
+    tokens = keys = 0
+    for index, chunk in enumerate(chunks):
+        window = chunk.positive.length + chunk.tokens - chunk.positive.visible_from
+        if grouped and (tokens + chunk.tokens) * (keys + window) <= PACKED_SCORES:
+            grouped[-1].append(index)
+            tokens, keys = tokens + chunk.tokens, keys + window
+        else:
+            grouped.append([index])
+            tokens, keys = chunk.tokens, window
+    return grouped
 
 
 def _replay_runs(tokens: Sequence[int], frame_token: int, end_token: int) -> list[tuple[int, int, bool]]:
