@@ -427,6 +427,7 @@ class Fault:
     affected: dict[str, tuple[int, int]] = field(default_factory=dict)  # running job: (frames, segments) at start
     killed_holding: list[str] = field(default_factory=list)  # jobs a killed worker held (let run: charged)
     killed_waiting: list[str] = field(default_factory=list)  # jobs it had claimed but not let run yet (not charged)
+    blind: bool = False  # a kill while the database was away: what the worker held since the last reading is unknown
     recovery_s: float | None = None
     alone: bool = True  # no other fault was under way from its start until the recovery goal's time after its end
 
@@ -937,11 +938,11 @@ class Run:
         with self.lock:
             return {row.id: (row.frames, row.segments) for row in self.jobs.values() if row.state == "running"}
 
-    def held_by(self, service: Service) -> list[tuple[str, bool]]:
-        """(job, uncharged) of each job `service`'s process holds now: from the database when it answers, else the
-        monitor's last reading. A waiting job (claimed, not yet let run) is not charged a death (README); nor, maybe,
-        one in a reading taken before the database went away (it may have been handed back since: soak), so those
-        count as waiting too, charged or not."""
+    def held_by(self, service: Service) -> tuple[list[tuple[str, bool]], bool]:
+        """(job, uncharged) of each job `service`'s process holds now, and whether that is known: from the database
+        when it answers, else the monitor's last reading (not known). A waiting job (claimed, not yet let run) is not
+        charged a death (README); nor, maybe, one in a reading taken before the database went away (it may have been
+        handed back since: soak), so those count as waiting too, charged or not."""
         prefix = f"{service.hostname}:{service.pid}:"
         from sqlalchemy import select
 
@@ -950,14 +951,15 @@ class Run:
         try:
             with self.database.session() as session:
                 query = select(Job.id, Job.waiting).where(Job.state == "running", Job.worker.like(prefix + "%"))
-                return [(job_id, bool(waiting)) for job_id, waiting in session.execute(query)]
+                return [(job_id, bool(waiting)) for job_id, waiting in session.execute(query)], True
         except Exception:  # noqa: BLE001 - the database is away: the last reading, each job maybe held still
             with self.lock:
-                return [
+                held = [
                     (row.id, True)
                     for row in self.jobs.values()
                     if row.state == "running" and (row.worker or "").startswith(prefix)
                 ]
+            return held, False
 
     def worker_for(self, target: str) -> Service:
         """The speech worker a worker fault hits: `target` in a soak's timeline; in the short schedule ("worker"),
@@ -968,7 +970,7 @@ class Run:
             self.services[name].wait_ready(60, self.services[name].starts)
         return max(
             (self.services[name] for name in names),
-            key=lambda service: (len(self.held_by(service)), -names.index(service.name)),
+            key=lambda service: (len(self.held_by(service)[0]), -names.index(service.name)),
         )
 
     def inject(self, kind: str, target: str, outage: float) -> None:
@@ -982,7 +984,8 @@ class Run:
             with service.lock:
                 starts = service.starts
                 if kind == "worker_sigkill":
-                    held = self.held_by(service)
+                    held, known = self.held_by(service)
+                    fault.blind = not known
                     service.expected_exit = True
                     service.signal(signal.SIGKILL)
                     fault.killed_holding = [job_id for job_id, waiting in held if not waiting]
@@ -1206,12 +1209,14 @@ class Run:
 
     def check_deaths(self, jobs: dict[str, Any]) -> None:
         """Each job's `worker_deaths` against the kills of a worker holding it: between those that held it let run
-        and those plus the ones that had it claimed but waiting (not charged, README). An admin retry (after a full
-        disk) starts the count again, so a retried job's count only needs to stay within the bound."""
+        and those plus the ones that had it claimed but waiting (not charged, README), plus the blind kills (while
+        the database was away) in its lifetime, which may have held it. An admin retry (after a full disk) starts the
+        count again, so a retried job's count only needs to stay within the bound."""
         charged: Counter[str] = Counter(job_id for fault in self.kills for job_id in fault.killed_holding)
         waiting: Counter[str] = Counter(job_id for fault in self.kills for job_id in fault.killed_waiting)
         for job in jobs.values():
             low, high = charged.get(job.id, 0), charged.get(job.id, 0) + waiting.get(job.id, 0)
+            high += self.blind_kills_in_life(job.id)
             if job.id in self.retried:
                 low = 0
             if not low <= job.worker_deaths <= high:
@@ -1229,6 +1234,15 @@ class Run:
                     f"{met or 'none'}; processes that ended "
                     f"by themselves: {self.unexpected_exits or 'none'}",
                 )
+
+    def blind_kills_in_life(self, job_id: str) -> int:
+        """Blind kills (`Fault.blind`) between the monitor's first sight of the job and its last end (a regenerated
+        job runs again after an end)."""
+        entries = self.progress_log.get(job_id, [])
+        if not entries:
+            return 0
+        last = entries[-1][0] if entries[-1][3] in FINAL else float("inf")
+        return sum(1 for fault in self.kills if fault.blind and entries[0][0] - 1.0 <= fault.started <= last)
 
     def check_broker(self, jobs: dict[str, Any], scripts: dict[str, Any]) -> None:
         import redis
@@ -1434,6 +1448,7 @@ class Run:
                     "detail": fault.detail,
                     "held": fault.killed_holding,
                     "waiting": fault.killed_waiting,
+                    "blind": fault.blind,
                 }
                 for fault in self.kills
             ],
