@@ -280,8 +280,11 @@ def test_sigkill_to_serve_leaves_no_process_behind_and_its_jobs_finish_after_a_r
     jobs = serve.wait_for_jobs(pair, timeout=FINISH_SECONDS)
     for job in jobs.values():
         assert (job["state"], job["worker_deaths"], job["handbacks"]) == ("done", 0, 1), job
-    log = serve.log.read_text(errors="replace")
-    assert "message(s) the last run's workers had taken went back to their queue" in log
+    # What the killed workers had taken went back to its queue at the restart ("message(s) the last run's workers had
+    # taken went back", when a stopping worker had taken its job's message sent again: a race, which a loaded machine
+    # loses). Either way each job ran once more, and no message is left behind.
+    assert "job not claimed" not in serve.log.read_text(errors="replace")
+    assert job_ids_in_broker(private_redis(serve), serve.env["VOXCAST_REDIS_NAMESPACE"]) == set()
 
 
 def test_a_job_queued_on_the_private_redis_survives_its_restart_and_runs(serve_process, voice_wav: Path) -> None:  # type: ignore[no-untyped-def]
