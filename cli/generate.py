@@ -118,12 +118,10 @@ def run_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 def _engine_config(plan: Plan, settings: Settings) -> EngineConfig:
     """One job alone: as many rows as it has segments (up to the setting), the K/V pool the settings give."""
-    from core.engine_defaults import default_slots
-    from models.loading import choose_device
     from pipeline.engine.engine import EngineConfig
-    from pipeline.engine.factory import step_options
+    from pipeline.engine.factory import engine_slots, step_options
 
-    slots = min(settings.engine_slots or default_slots(choose_device(settings.device).type), len(plan.segments))
+    slots = min(engine_slots(settings.engine_slots, settings.device), len(plan.segments))
     step = step_options(settings.engine_step)
     return EngineConfig(
         slots=slots,

@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import redis
+from celery import Celery
+from kombu import Connection
 
 from core import job_repository
 from core.db import Database
@@ -20,6 +22,14 @@ from core.settings import Settings
 from tests.test_job_repository import job_in_state
 from workers.celery_app import create_celery_app, enqueue_job, priority_list_keys, queue_name
 from workers.sweeper import drop_ended_deliveries, job_ids_in_broker, send_back, sweep, unacked_deliveries
+
+
+def take_unacknowledged(app: Celery, connection: Connection, namespace: str, job_ids: tuple[str, ...]) -> None:
+    """Send each job's message and take it as a worker takes it (acknowledged late), never acknowledging it."""
+    for job_id in job_ids:
+        enqueue_job(app, namespace, job_id, "batch", 5)
+        message = connection.default_channel.basic_get(queue_name(namespace, "batch"), no_ack=False)
+        assert message is not None and message.headers["id"] == job_id
 
 
 def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
@@ -36,10 +46,7 @@ def test_the_deliveries_of_ended_jobs_are_forgotten_and_a_running_ones_kept(
     app = create_celery_app(settings, include=())
     connection = app.connection_for_read()
     try:
-        for job_id in (ended, running):
-            enqueue_job(app, namespace, job_id, "batch", 5)
-            message = connection.default_channel.basic_get(queue_name(namespace, "batch"), no_ack=False)
-            assert message is not None and message.headers["id"] == job_id
+        take_unacknowledged(app, connection, namespace, (ended, running))
         assert sorted(unacked_deliveries(client, namespace).values()) == sorted([ended, running])
         assert drop_ended_deliveries(client, namespace, database) == [ended]
         assert list(unacked_deliveries(client, namespace).values()) == [running]
@@ -107,10 +114,7 @@ def test_a_job_whose_worker_died_between_delivery_and_claim_is_sent_again(
     app = create_celery_app(settings, include=())
     connection = app.connection_for_read()
     try:
-        for job_id in (lost, fresh):
-            enqueue_job(app, namespace, job_id, "batch", 5)
-            message = connection.default_channel.basic_get(queue_name(namespace, "batch"), no_ack=False)
-            assert message is not None and message.headers["id"] == job_id
+        take_unacknowledged(app, connection, namespace, (lost, fresh))
         (tag,) = [tag for tag, job_id in unacked_deliveries(client, namespace).items() if job_id == lost]
         client.zadd(f"{namespace}:unacked_index", {tag: time.time() - 60})  # kombu's delivery time, a minute ago
         assert sweep(settings, database, app, client, judge_silence=False) == [lost]

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from core.engine_defaults import default_slots
 from core.settings import Settings
-from models.loading import LoadedModel, choose_device, load_model
+from models.loading import LoadedModel, load_model
 from models.segment_io import chars_per_token
 from pipeline.engine.engine import Engine, EngineConfig, EngineLoad, Runner
-from pipeline.engine.factory import engine_for_model, step_options
+from pipeline.engine.factory import engine_for_model, engine_slots, step_options
 from pipeline.engine.runner import ModelRunner
 from pipeline.engine.warm_up import prepare_to_serve
 from script_text.plan import ModelContext
@@ -38,9 +37,8 @@ def shared_engine(settings: Settings) -> Engine:
 
     The online policy: a worker serves interactive jobs and listeners beside batch work.
     """
-    device = choose_device(settings.device)
     config = EngineConfig(
-        slots=settings.engine_slots or default_slots(device.type),
+        slots=engine_slots(settings.engine_slots, settings.device),
         kv_memory=settings.engine_kv_memory,
         policy="online",
         max_graphs=settings.engine_max_graphs,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from models.loading import LoadedModel
+from core.engine_defaults import default_slots
+from models.loading import LoadedModel, choose_device
 from pipeline.engine.engine import Engine, EngineConfig, Runner
 from pipeline.engine.runner import ModelRunner, RunnerConfig
 
@@ -23,6 +24,12 @@ STEP_OPTIONS: dict[str, dict[str, bool | None]] = {
 def step_options(step: str) -> dict[str, bool | None]:
     """The `EngineConfig` fields a step choice sets (`VOXCAST_ENGINE_STEP`: auto, graphs, fixed or eager)."""
     return STEP_OPTIONS[step]
+
+
+def engine_slots(configured: int | None, device: str | None) -> int:
+    """The engine's rows: `VOXCAST_ENGINE_SLOTS` where set, else the default for the device the model will load on
+    (`core.engine_defaults.default_slots`)."""
+    return configured or default_slots(choose_device(device).type)
 
 
 def engine_for_model(
