@@ -50,7 +50,7 @@ CHROMIUM_ARGS = [
 # (`VOXCAST_SCREENSHOTS=docs/screenshots pytest tests/test_webui_browser.py`), else an ignored build folder,
 # so an ordinary test run leaves the working tree as it found it.
 SCREENSHOTS = ROOT / os.environ.get("VOXCAST_SCREENSHOTS", "build/screenshots")
-LAPTOP = {"width": 1280, "height": 860}
+LAPTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 SLOW = 120_000  # ms: generation on two CPU cores
 SCRIPT = "Speaker 1: Welcome to the show.\nSpeaker 2: Thanks for having me.\nSpeaker 1: Let's begin.\n"
@@ -132,14 +132,15 @@ def open_studio(browser, stack: ServiceStack) -> Iterator:  # type: ignore[no-un
     assert "Traceback" not in logged, logged[logged.index("Traceback") :][:3000]
 
 
-def screenshot(page, name: str) -> None:  # type: ignore[no-untyped-def]
-    """The whole page, palette-reduced (a studio screen is mostly flat colour), as docs/screenshots/NAME.png."""
+def screenshot(page, name: str, full_page: bool = True) -> None:  # type: ignore[no-untyped-def]
+    """The whole page (or, without `full_page`, what the window shows, as a producer sees it: a sticky player where
+    it sticks), palette-reduced (a studio screen is mostly flat colour), as NAME.png in `SCREENSHOTS`."""
     from io import BytesIO
 
     from PIL import Image
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    image = Image.open(BytesIO(page.screenshot(full_page=True))).convert("RGB")
+    image = Image.open(BytesIO(page.screenshot(full_page=full_page))).convert("RGB")
     image.quantize(colors=48, method=Image.Quantize.MEDIANCUT).save(SCREENSHOTS / f"{name}.png", optimize=True)
 
 
@@ -228,15 +229,71 @@ UNNAMED_CONTROLS_JS = """() => [...document.querySelectorAll('button, a[href], [
                     + `${Math.round(control.getBoundingClientRect().height)}`)"""
 
 
-def assert_controls_named(page) -> None:  # type: ignore[no-untyped-def]
-    """Every button, link and tab in view has a name a producer reads or a screen reader says, at the page's width and
-    at the other one (a laptop's and a phone's): no blank bar. The page is put back at its own width afterwards."""
+# The visible text a producer cannot read: each text drawn in a colour of too little contrast with what is behind it
+# (WCAG 2's ratio, 4.5:1, or 3:1 for large text; the colour and every background under it composed over white, with
+# the opacity of each box around it). Text of a disabled control is exempt, as WCAG exempts it, and so is a component
+# Gradio fades for the moment its update takes.
+FAINT_TEXT_JS = """() => {
+  const channels = (colour) => {  // rgb(a) as Chromium computes most colours, color(srgb ...) for mixed ones
+    const [r, g, b, a = 1] = (colour.match(/[\\d.]+/g) || [0, 0, 0, 0]).map(Number);
+    return colour.startsWith('color(') ? [r * 255, g * 255, b * 255, a] : [r, g, b, a];
+  };
+  const over = ([r, g, b, a], under) => [r, g, b].map((value, n) => a * value + (1 - a) * under[n]);
+  const luminance = (rgb) => {
+    const [r, g, b] = rgb.map((value) => { value /= 255;
+      return value <= 0.03928 ? value / 12.92 : ((value + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const faint = [];
+  const seen = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+    const element = text.parentElement;
+    if (!text.data.trim() || seen.has(element) || element.closest('script, style, noscript, template, svg')) continue;
+    seen.add(element);
+    // a disabled control is exempt; so is a component Gradio fades while its update is under way (`.pending`)
+    if (element.closest('[disabled], [aria-disabled="true"], .pending')) continue;
+    const box = element.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0
+        || !element.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+    const layers = [];
+    let opacity = 1;
+    for (let around = element; around; around = around.parentElement) {
+      const style = getComputedStyle(around);
+      opacity *= Number(style.opacity);
+      const background = channels(style.backgroundColor);
+      if (background[3] > 0) layers.push(background);
+      if (background[3] >= 1) break;
+    }
+    let backdrop = [255, 255, 255];
+    for (const layer of layers.reverse()) backdrop = over(layer, backdrop);
+    const style = getComputedStyle(element);
+    const colour = channels(style.color);
+    const drawn = over([colour[0], colour[1], colour[2], colour[3] * opacity], backdrop);
+    const [light, dark] = [luminance(drawn), luminance(backdrop)].sort((x, y) => y - x);
+    const ratio = (light + 0.05) / (dark + 0.05);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) {
+      faint.push(`"${text.data.trim().slice(0, 40)}" ${ratio.toFixed(2)}:1 (${style.color} on rgb(${backdrop.map(Math.round)}))`);
+    }
+  }
+  return faint;
+}"""
+
+
+def assert_screen_readable(page) -> None:  # type: ignore[no-untyped-def]
+    """What a producer sees is readable, at the page's width and at the other one (a laptop's and a phone's): every
+    button, link and tab in view has a name they read or a screen reader says (no blank bar), and every text in view
+    stands out from what is behind it (no faint grey line). The page is put back at its own width afterwards."""
     own = page.viewport_size
     for viewport in (own, PHONE if own["width"] > PHONE["width"] else LAPTOP):
         page.set_viewport_size(viewport)
         page.wait_for_function("width => window.innerWidth === width", arg=viewport["width"])
         unnamed = page.evaluate(UNNAMED_CONTROLS_JS)
         assert not unnamed, f"controls with no text or name at {viewport['width']} px: {unnamed}"
+        faint = page.evaluate(FAINT_TEXT_JS)
+        assert not faint, f"text too faint to read at {viewport['width']} px: {faint}"
     page.set_viewport_size(own)
 
 
@@ -455,7 +512,7 @@ def test_admin_lists_reprioritises_and_cancels_a_job_a_non_admin_does_not_see(
     admin.locator("#admin-set-priority").click()
     expect(admin.locator("#admin-problem")).to_contain_text("now has priority 9")
     expect(row.locator("td").nth(6)).to_have_text("9")
-    assert_controls_named(admin)
+    assert_screen_readable(admin)
     screenshot(admin, "admin")
 
     admin.locator("#admin-cancel").click()
@@ -601,7 +658,7 @@ def test_a_speaker_shows_the_voice_it_uses_and_one_preview_plays_at_a_time(
     page.locator('#speaker-1-upload button[aria-label="Play"]').click()
     page.wait_for_function(recording_plays)
     page.wait_for_function("() => document.querySelector('#speaker-1-preview audio').paused")
-    assert_controls_named(page)  # Cast, with a recording and a preview
+    assert_screen_readable(page)  # Cast, with a recording and a preview
     page.locator("#speaker-1-play").click()
     page.wait_for_function(f"({playing})(document.querySelector('#speaker-1-preview audio'))")
     page.locator("#speaker-2-play").click()
@@ -1052,7 +1109,7 @@ def test_write_cast_generate_listen_and_download(
     takes = [pair.locator(f"audio.vx-take-{which}").evaluate("a => a.src") for which in ("previous", "new")]
     assert [httpx.get(source).content != b"" for source in takes] == [True, True] and takes[0] != takes[1]
     expect(page.locator("#keep-new")).to_be_visible()
-    assert_controls_named(page)  # Listen with a turn's two takes
+    assert_screen_readable(page)  # Listen with a turn's two takes
     screenshot(page, "listen-regenerated")
     # Keeping the earlier take assembles the episode again with the words it had; nothing is left to choose.
     page.locator("#keep-previous").click()
@@ -1163,7 +1220,7 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     expect(plan.locator("li").nth(1)).to_contain_text("2 · Bob: This is turn number 1")
     expect(page.locator("#regenerate-confirm")).to_have_text("Confirm")
     expect(page.locator("#regenerate-cancel")).to_have_text("Cancel")
-    assert_controls_named(page)  # the regeneration plan, asked before it starts
+    assert_screen_readable(page)  # the regeneration plan, asked before it starts
     page.locator("#regenerate-cancel").click()
     expect(plan).to_have_count(0)
     assert stack.client(key).get(f"/v1/jobs/{job['id']}").json()["revision"] == job["revision"]
@@ -1172,8 +1229,11 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     expect(page.locator("#takes .vx-take-pair")).to_have_count(1, timeout=SLOW)
     expect(page.locator("#keep-new")).to_have_text("Keep the new take")
     expect(page.locator("#keep-previous")).to_have_text("Keep the earlier take")
-    assert_controls_named(page)  # Listen with two takes to choose from
-    screenshot(page, "listen-whole-takes")
+    assert_screen_readable(page)  # Listen with two takes to choose from
+    # as a producer comparing the takes sees it: the takes in view, the episode's player stuck above the transcript
+    page.locator("#takes").scroll_into_view_if_needed()
+    page.evaluate("window.scrollBy(0, document.querySelector('#takes').getBoundingClientRect().bottom - innerHeight)")
+    screenshot(page, "listen-whole-takes", full_page=False)
     # One sound at a time: the episode (playing the regenerated turn), then each take, each stopping the one before.
     episode = "document.querySelector('#episode audio.vx-episode-audio')"
     take = "document.querySelector('#takes audio.vx-take-{}')".format
@@ -1225,7 +1285,7 @@ def test_one_sound_plays_at_a_time_from_the_live_parts_to_the_episode(
         # progress scrolls smoothly, and a job that ended as its first part came grows the panel above it)
         expect(live).to_be_in_viewport()
         if hand_off == 0:
-            assert_controls_named(page)  # Generate while a job runs
+            assert_screen_readable(page)  # Generate while a job runs
             live.evaluate("a => { a.loop = true; return a.play(); }")  # still playing when the episode comes
         else:
             live.evaluate("a => a.play()")  # each part plays the next, as they come
@@ -1281,7 +1341,7 @@ def test_the_admin_sees_the_live_worker_and_the_headline_figures_refreshed(
     # the controls come first, above the long table; the tables scroll inside the page, which does not scroll sideways
     assert admin.locator("#admin-job").bounding_box()["y"] < admin.locator("#admin-table").bounding_box()["y"]
     assert admin.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    assert_controls_named(admin)
+    assert_screen_readable(admin)
     screenshot(admin, "admin-workers" if viewport is LAPTOP else "phone-admin")
 
     # Retry is offered for a cancelled job, not for a done one (which it would refuse)
@@ -1325,7 +1385,7 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     expect(page.locator("#shows-status")).to_contain_text("Saved “The Studio Show”")
     for button in ("#show-artwork-upload", "#show-rotate", "#show-delete"):
         expect(page.locator(button)).to_be_enabled()
-    assert_controls_named(page)  # Shows, with a show saved
+    assert_screen_readable(page)  # Shows, with a show saved
     show = stack.client(key).get("/v1/shows").json()["shows"][0]
     assert (show["owner_email"], show["show_type"], show["locked"]) == ("ann@example.com", "serial", True), show
     # artwork: uploaded, and shown as podcast apps will show it
@@ -1397,7 +1457,7 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     expect(page.locator("#history-publish-status")).to_contain_text("“Pilot, again” is an episode of The Studio Show")
     stands_out(page.locator("#history-publish-status .vx-confirmed"))
     assert episodes() == ["Pilot, again"]
-    assert_controls_named(page)  # History, publishing the picked job
+    assert_screen_readable(page)  # History, publishing the picked job
     screenshot(page, "history-publish")
 
     # Shows lists what the feed holds, each with Unpublish; a new feed URL, confirmed, ends the old one
@@ -1407,7 +1467,7 @@ def test_a_show_is_made_on_shows_an_episode_published_from_generate_and_taken_ou
     expect(listed).to_have_count(1)
     expect(listed).to_contain_text("Pilot, again")
     expect(page.locator("#show-episodes")).to_contain_text("The feed holds 1 episode")
-    assert_controls_named(page)
+    assert_screen_readable(page)
     screenshot(page, "shows-episodes")
     listed.get_by_role("button", name="Unpublish “Pilot, again”").click()
     expect(page.locator("#shows-status .vx-confirmed")).to_contain_text("“Pilot show” is unpublished")
@@ -1473,7 +1533,7 @@ def test_a_reload_brings_back_the_finished_job_on_the_screen_the_producer_was_on
     expect(page.locator("#connection")).to_contain_text("Connected")
     expect(page.get_by_role("tab", name="4 · Listen")).to_have_attribute("aria-selected", "true")
     expect(episode).to_be_visible()
-    assert_controls_named(page)
+    assert_screen_readable(page)
     screenshot(page, f"listen-after-reload-{viewport['width']}")
     assert_no_stack_trace(page)
 

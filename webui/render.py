@@ -35,7 +35,9 @@ from webui.script_preview import ScriptPreview
 from webui.voices import VoiceUse
 from webui.waveform import Waveform
 
-SPEAKER_COLOURS = ("#2563eb", "#db2777", "#059669", "#d97706")
+# Speaker 1 to 4: blue, pink, green and amber, each dark enough for its name to read on white and on the light grey of
+# a turn (4.5:1 at least: the 600s of blue, and the 700s of the others).
+SPEAKER_COLOURS = ("#2563eb", "#be185d", "#047857", "#b45309")
 _PREVIEW_TURNS = 400  # a 90-minute script has ~1,000 turns; the rest are counted, not drawn
 _SOURCE_CONTEXT_LINES = 2
 _STATE_LABELS = {
