@@ -1231,8 +1231,8 @@ def test_a_whole_mode_episode_is_heard_while_it_generates(
     expect(page.locator("#keep-previous")).to_have_text("Keep the earlier take")
     assert_screen_readable(page)  # Listen with two takes to choose from
     # as a producer comparing the takes sees it: the takes in view, the episode's player stuck above the transcript
-    page.locator("#takes").scroll_into_view_if_needed()
-    page.evaluate("window.scrollBy(0, document.querySelector('#takes').getBoundingClientRect().bottom - innerHeight)")
+    page.locator("#keep-new").scroll_into_view_if_needed()
+    page.evaluate("scrollBy(0, document.querySelector('#keep-new').getBoundingClientRect().bottom + 16 - innerHeight)")
     screenshot(page, "listen-whole-takes", full_page=False)
     # One sound at a time: the episode (playing the regenerated turn), then each take, each stopping the one before.
     episode = "document.querySelector('#episode audio.vx-episode-audio')"
