@@ -188,7 +188,9 @@ def test_sigterm_hands_every_running_job_back_and_three_restarts_end_them_as_an_
     jobs = serve.wait_for_jobs(everything, timeout=FINISH_SECONDS)
     for job in jobs.values():
         assert (job["state"], job["worker_deaths"]) == ("done", 0), job
-        assert job["attempts"] == job["handbacks"] + 1 >= 2, job  # every attempt but the last was a hand-back
+        # every attempt but the last was a hand-back (a short one may have ended before the first stop: loaded, the
+        # pair can take that long to make frames again; each stop's check above saw no job left running)
+        assert job["attempts"] == job["handbacks"] + 1, job
     assert [jobs[job_id]["handbacks"] for job_id in pair] == [CYCLES, CYCLES]
     for job_id, reference_id, (_, spec) in zip(everything[: len(compared)], references, compared, strict=True):
         stopped, reference = (

@@ -293,14 +293,20 @@ def assert_screen_readable(page) -> None:  # type: ignore[no-untyped-def]
         unnamed = page.evaluate(UNNAMED_CONTROLS_JS)
         assert not unnamed, f"controls with no text or name at {viewport['width']} px: {unnamed}"
         faint = page.evaluate(FAINT_TEXT_JS)
+        settles = time.monotonic() + 3  # a component Gradio fades in as it updates: read again once it has settled
+        while faint and time.monotonic() < settles:
+            page.wait_for_timeout(250)
+            faint = page.evaluate(FAINT_TEXT_JS)
         assert not faint, f"text too faint to read at {viewport['width']} px: {faint}"
     page.set_viewport_size(own)
 
 
 def pick(page, dropdown: str, option: str) -> None:  # type: ignore[no-untyped-def]
-    """Choose an option of a Gradio dropdown by (the start of) its label."""
+    """Choose an option of a Gradio dropdown by (the start of) its label, and wait until the dropdown shows it (on a
+    loaded machine a click that follows at once could otherwise send the value it had before)."""
     page.locator(f"{dropdown} input").click()
     page.get_by_role("option", name=option).first.click()
+    expect(page.locator(f"{dropdown} input")).to_have_value(re.compile("^" + re.escape(option)))
 
 
 def kept_in_browser(page, storage_key: str) -> object:  # type: ignore[no-untyped-def]
