@@ -1332,13 +1332,12 @@ class Run:
         )
 
     def check_responses(self) -> None:
-        dependencies = DEPENDENCY_KINDS
         for answer in self.responses:
             what = f"{answer.method} {answer.route} at {answer.at:.1f} s ({answer.key})"
             if answer.status is None:
                 if not self.outage_at(answer.at, ("api",)):  # a reset (after a 500, issue 37) or a refusal
                     self.violate("no_5xx_but_503_in_outage", "-", f"{what}: no response ({answer.error})")
-            elif answer.status == 503 and self.outage_at(answer.at, (*dependencies, "api")):
+            elif answer.status == 503 and self.outage_at(answer.at, (*DEPENDENCY_KINDS, "api")):
                 continue
             elif answer.status == 507 and self.outage_at(answer.at, ("disk",)):
                 continue
@@ -1382,7 +1381,7 @@ class Run:
         the api)."""
         holder = fault.holders[job_id]
         for other in self.faults:
-            aftermath = AFTERMATH_SECONDS.get(other.kind.split("_")[0], 0.0)
+            aftermath = AFTERMATH_SECONDS.get(self.target_of(other.kind), 0.0)
             if other is fault or other.started > until or (other.ended or until) + aftermath < (fault.ended or 0.0):
                 continue
             if other.kind.startswith((*DEPENDENCY_KINDS, "disk")):
