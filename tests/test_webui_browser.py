@@ -9,6 +9,7 @@ points; the committed set in docs/screenshots/ is refreshed with VOXCAST_SCREENS
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -140,6 +141,9 @@ def screenshot(page, name: str, full_page: bool = True) -> None:  # type: ignore
     from PIL import Image
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # not mid-update: Gradio fades a component (`.pending`) while its new value comes, for a moment only
+    with contextlib.suppress(sync_api.TimeoutError):
+        page.wait_for_function("() => !document.querySelector('.pending')", timeout=5000)
     image = Image.open(BytesIO(page.screenshot(full_page=full_page))).convert("RGB")
     image.quantize(colors=48, method=Image.Quantize.MEDIANCUT).save(SCREENSHOTS / f"{name}.png", optimize=True)
 
