@@ -63,6 +63,7 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.file_store import is_temporary  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.synthetic_audio import voice_like  # noqa: E402
 
@@ -89,6 +90,10 @@ AFTERMATH_SECONDS = {"postgres": 10.0, "redis": 10.0, "disk": 15.0, "worker": ST
 # some part was nearly always down (the api, restarted every ~14 s, waited out PostgreSQL's outages at start), 22 jobs
 # were accepted in 30 minutes and no recovery could be told from the next fault; 15 to 45 s still gives 200+ faults.
 SOAK_GAP_SECONDS = (15.0, 45.0)
+# Side by side, nearly every dependency fault meets another fault within its 10 s (seed 1, 2026-12-04: 0 of 194 jobs
+# judged): so every this many seconds a soak clears its other timelines for one PostgreSQL or Redis outage alone,
+# long enough for the goal to be judged on the jobs it finds running.
+SOLO_EVERY_SECONDS = 150.0
 DISK_FULL_SHARE = 0.9  # the run's own data past this share of the data disk: the run is void (`run_problems`)
 PRINTED_VIOLATIONS = 40  # the report prints this many; the JSON has them all
 RESUME_SHARE = 0.02  # README: a resumed job's WAV is within one 16-bit step of an uninterrupted run's in 2% of samples
@@ -903,7 +908,8 @@ class Run:
         """(start second, kind, target, outage seconds), drawn from the seed.
 
         Short (`--minutes` 3 or less): every kind once, one after another, outages of 1 to 10 s, gaps of 4 to 10 s.
-        Longer: a timeline per target side by side, each a fault then a gap of `SOAK_GAP_SECONDS`, outages of 1 to 30 s.
+        Longer: a timeline per target side by side, each a fault then a gap of `SOAK_GAP_SECONDS`, outages of 1 to 30 s,
+        and every `SOLO_EVERY_SECONDS` a dependency's outage alone (`_solo`).
         """
         kinds = [kind for kind in FAULT_KINDS if kind not in self.unavailable]
         rng = self.rng
@@ -931,6 +937,30 @@ class Run:
                 outage = self.outage_of(kind, rng, 30.0)
                 plan.append((at, kind, target, outage))
                 at += outage + rng.uniform(*SOAK_GAP_SECONDS)
+        return self._solo(plan, [kind for kind in kinds if kind.startswith(DEPENDENCY_KINDS)], rng)
+
+    def _solo(
+        self, plan: list[tuple[float, str, str, float]], dependency_kinds: list[str], rng: random.Random
+    ) -> list[tuple[float, str, str, float]]:
+        """`plan` with a dependency outage alone every `SOLO_EVERY_SECONDS` (the kinds in turn): the faults that
+        could hold its jobs up (under way, or in their aftermath, from its start to the goal's 10 s after its end)
+        are left out; the api's stay, since no job waits on the api."""
+        at = SOLO_EVERY_SECONDS
+        turn = 0
+        while dependency_kinds and at < self.args.minutes * 60 - SOLO_EVERY_SECONDS / 2:
+            kind = dependency_kinds[turn % len(dependency_kinds)]
+            outage = self.outage_of(kind, rng, 30.0)
+            judged_until = at + outage + DEPENDENCY_RECOVERY_GOAL_S + 5.0
+            plan = [
+                fault
+                for fault in plan
+                if fault[2] == "api"
+                or fault[0] > judged_until
+                or fault[0] + fault[3] + AFTERMATH_SECONDS.get(self.target_of(fault[1]), 0.0) < at
+            ]
+            plan.append((at, kind, self.target_of(kind), outage))
+            at += SOLO_EVERY_SECONDS
+            turn += 1
         return sorted(plan)
 
     @staticmethod
@@ -1216,7 +1246,11 @@ class Run:
         bytes differ from its folder's is named too (the data disk is gone once the run ends)."""
         jobs_root = self.disk.where / "jobs"
         folder_bytes = {
-            job.id: sum(path.stat().st_size for path in (jobs_root / job.id).rglob("*") if path.is_file())
+            job.id: sum(
+                path.stat().st_size
+                for path in (jobs_root / job.id).rglob("*")
+                if path.is_file() and not is_temporary(path)  # a writer's, not stored yet (`FileStore.tree_bytes`)
+            )
             for job in jobs.values()
         }
         for name in KEYS:
@@ -1238,6 +1272,8 @@ class Run:
                             f"{name}'s job ({job.state}, revision {job.revision}, attempts {job.attempts}) records "
                             f"{job.storage_bytes} bytes, its folder holds {folder_bytes[job.id]}"
                         )
+                        left = [path.name for path in (jobs_root / job.id).rglob("*") if is_temporary(path)]
+                        evidence += f" and these temporaries: {left}" if left else ""
                         self.violate("usage_equals_storage", job.id, evidence)
 
     def check_deaths(self, jobs: dict[str, Any]) -> None:
@@ -1494,7 +1530,9 @@ class Run:
             "recovery_p95_s": {kind: percentile(values, 0.95) for kind, values in sorted(by_kind.items())},
             # issue 37's goal: every running job progressing again within 10 s of PostgreSQL or Redis answering,
             # judged on each job such a fault found let run that no other fault held up (`Run.recovery`)
-            "goal_dependency_recovery_within_10s": all(wait <= DEPENDENCY_RECOVERY_GOAL_S for wait in judged),
+            "goal_dependency_recovery_within_10s": (
+                all(wait <= DEPENDENCY_RECOVERY_GOAL_S for wait in judged) if judged else None  # None: not judged
+            ),
             "dependency_recovery_judged": len(judged),
             "dependency_recovery_held_up": sum(fault.held_up for fault in self.faults),
             "dependency_recovery_p95_s": percentile(judged, 0.95),

@@ -288,6 +288,13 @@ def figures(traces: list[Trace], since: float = 0.0, wall: float | None = None) 
     )
 
 
+def pooled(runs: list[list[Trace]], since: float = 0.0) -> Figures:
+    """Figures over runs of one load drawn with different seeds: TTFA percentiles and the on-time share over every
+    request of them all, audio seconds per second their mean (the runs overlap in time, not add up)."""
+    whole = figures([trace for traces in runs for trace in traces], since)
+    return replace(whole, audio_s_per_s=statistics.mean(figures(traces, since).audio_s_per_s for traces in runs))
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return math.inf
@@ -305,24 +312,31 @@ class Settings:
     warm_up: float
     seed: int
     prompts: list[int]
+    repeats: int = 1  # runs of each load of the sweep and the overload, seeds `seed` onward, their figures pooled
 
-    def streams(self, count: int, arrivals: str = "poisson") -> list[Arrival]:
-        return streams_workload(count, arrivals, self.duration, self.seed, self.prompts)
+    def streams(self, count: int, arrivals: str = "poisson", repeat: int = 0) -> list[Arrival]:
+        return streams_workload(count, arrivals, self.duration, self.seed + repeat, self.prompts)
+
+    def repeated(self, count: int) -> list[list[Arrival]]:
+        """`count` Poisson streams, once for each repeat's seed."""
+        return [self.streams(count, repeat=repeat) for repeat in range(self.repeats)]
 
 
 SCHEDULERS = ("engine", "four_rows", "static_batch")
 
 
-def run_scheduler(settings: Settings, scheduler: str, work: list[Arrival]) -> tuple[Figures, float]:
-    """One scheduler over `work`: its figures (past the warm-up) and the real seconds the run took."""
-    since = settings.warm_up if any(a.at > 0 for a in work) else 0.0
+def run_scheduler(settings: Settings, scheduler: str, works: list[list[Arrival]]) -> tuple[Figures, float]:
+    """One scheduler over each of `works`: their figures pooled (past the warm-up) and the real seconds it took."""
+    since = settings.warm_up if any(a.at > 0 for work in works for a in work) else 0.0
     real = time.perf_counter()
-    if scheduler == "static_batch":
-        traces = run_static_batch(settings.costs, work)
-    else:
-        config = settings.config if scheduler == "engine" else four_rows_config(settings.config)
-        traces = run_engine(settings.costs, work, config).traces
-    return figures(traces, since), time.perf_counter() - real
+    runs = []
+    for work in works:
+        if scheduler == "static_batch":
+            runs.append(run_static_batch(settings.costs, work))
+        else:
+            config = settings.config if scheduler == "engine" else four_rows_config(settings.config)
+            runs.append(run_engine(settings.costs, work, config).traces)
+    return pooled(runs, since), time.perf_counter() - real
 
 
 def four_rows_config(config: EngineConfig) -> EngineConfig:
@@ -336,7 +350,7 @@ def sweep(settings: Settings, counts: tuple[int, ...] = SWEEP_STREAMS) -> tuple[
     best = dict.fromkeys(SCHEDULERS, 0)
     for scheduler in SCHEDULERS:
         for count in counts:
-            result, real = run_scheduler(settings, scheduler, settings.streams(count))
+            result, real = run_scheduler(settings, scheduler, settings.repeated(count))
             rows.append({"scheduler": scheduler, "streams": count, **asdict(result), "real_s": round(real, 2)})
             print(_line(scheduler, count, result, real), flush=True)
             if not result.meets_slo:
@@ -371,10 +385,9 @@ def host_ms_per_step(config: EngineConfig, rows: tuple[int, ...] = (16, 64, 256)
 
 def overload(settings: Settings, sustainable: int) -> dict:
     """Twice the sustainable Poisson load: the admitted streams' figures from their start (those that waited
-    heard nothing stutter once started), and the queue estimates against the real starts."""
-    work = settings.streams(2 * max(sustainable, 1))
-    run = run_engine(settings.costs, work, settings.config)
-    measured = [t for t in run.traces if t.arrival.at >= settings.warm_up and t.frames]
+    heard nothing stutter once started), and the queue estimates against the real starts; every repeat pooled."""
+    runs = [run_engine(settings.costs, work, settings.config) for work in settings.repeated(2 * max(sustainable, 1))]
+    measured = [t for run in runs for t in run.traces if t.arrival.at >= settings.warm_up and t.frames]
     from_start = [replace(t, arrival=replace(t.arrival, at=t.started)) for t in measured if t.started is not None]
     admitted = figures(from_start)
     waited = [t for t in measured if t.promised is not None and t.started is not None]
@@ -487,6 +500,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, default=None, help="sweep: the PNG (default: beside --json)")
     parser.add_argument("--validation", type=Path, default=None, help="a faithfulness report to fold into the JSON")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="sweep and overload: runs of each load, seeds --seed onward, their figures pooled (default 3)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -508,12 +527,12 @@ def main(argv: list[str] | None = None) -> dict:
         realtime_headroom=args.headroom,
         stall_margin_seconds=args.stall_margin,
     )
-    settings = Settings(costs, config, args.duration, args.warm_up, args.seed, prompt_tokens_pool())
+    settings = Settings(costs, config, args.duration, args.warm_up, args.seed, prompt_tokens_pool(), args.repeats)
     print(f"# costs {args.costs}; engine {config}", flush=True)
     work = settings.streams(args.streams, args.arrivals)
     results: dict = {"costs": str(args.costs), "assumptions": costs.assumptions, "config": asdict(config)}
     for scheduler in SCHEDULERS if args.references else ("engine",):
-        result, real = run_scheduler(settings, scheduler, work)
+        result, real = run_scheduler(settings, scheduler, [work])
         print(_line(scheduler, args.streams, result, real), flush=True)
         if scheduler == "engine":
             results |= asdict(result)

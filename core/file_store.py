@@ -70,7 +70,7 @@ class FileStore(Protocol):
         """The file's size, time and version, None when it exists nowhere."""
 
     def tree_bytes(self, path: Path) -> int:
-        """The size of every file under the folder `path`, wherever they are kept."""
+        """The size of every whole file under the folder `path` (temporaries aside), wherever they are kept."""
 
     def holds(self, folder: Path) -> bool:
         """Whether any file is kept under the folder `folder` (one cheap request)."""
@@ -122,7 +122,9 @@ class LocalFiles:
     def tree_bytes(self, path: Path) -> int:
         if not path.exists():
             return 0
-        return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+        # A writer's temporary is not stored yet: counted, it would be usage that vanishes when its writer (a stale
+        # holder resumed after a stop, say) renames or removes it.
+        return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file() and not is_temporary(entry))
 
     def holds(self, folder: Path) -> bool:
         return folder.exists()

@@ -593,6 +593,23 @@ def forgive_death(database: Database, job: ClaimedJob) -> bool:
         return rows_changed(forgiven) == 1
 
 
+@retry_transient
+def has_ended(database: Database, job_id: str) -> bool:
+    """Whether the job is done, failed or cancelled (False too once it has gone)."""
+    with database.session() as session:
+        return session.scalar(select(Job.id).where(Job.id == job_id, Job.state.in_(list(_FINAL)))) is not None
+
+
+@retry_transient
+def recount_ended(database: Database, job_id: str, held: int) -> bool:
+    """An ended job's folder holds `held` bytes now: counted again after a worker that was silent when the job ended
+    (a cancel found it queued, taken back from that worker) stopped writing to it. False while the job runs again
+    (its holder counts at its end) or has gone."""
+    with database.session() as session:
+        ended = update(Job).where(Job.id == job_id, Job.state.in_(list(_FINAL))).values(storage_bytes=held)
+        return rows_changed(session.execute(ended)) == 1
+
+
 # The api's transitions and writes: in the caller's session, committed with the rest of its request.
 
 

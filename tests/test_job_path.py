@@ -200,6 +200,27 @@ def test_a_worker_taken_for_dead_that_ends_its_job_unchecked_takes_back_the_deat
     assert (view["state"], view["worker_deaths"]) == ("done", 0)
 
 
+def test_a_job_cancelled_while_its_silent_holder_still_wrote_counts_what_that_holder_left(path: JobPath) -> None:
+    """Taken back from a paused worker, the job is cancelled at once as queued, its folder counted then; the paused
+    worker wakes and writes on (its segments, its live audio) until its end finds the job gone. What it changed
+    after the count is counted again as it lets go, its scratch removed (chaos run, seed 1: a cancelled job recorded
+    450 KiB of live audio its waking holder then removed)."""
+    job_id = path.submit()
+    silent = path.worker(heartbeat_seconds=30.0)
+    thread, raised = _run_in_thread(silent, job_id)
+    wait_until(lambda: _generating(path, job_id), "the job generating")
+    holder = path.job(job_id).worker
+    assert holder is not None
+    job_repository.release_abandoned_jobs(path.database, max_worker_deaths=3, dead_process=holder.rsplit(":", 1)[0])
+    answer = path.api.delete(f"/v1/jobs/{job_id}")
+    assert answer.status_code == 200 and answer.json()["state"] == "cancelled", answer.text
+    thread.join(60)
+    assert not thread.is_alive() and raised == []
+    job, folder = path.job(job_id), path.services.data.job(job_id)
+    assert job.state == JobState.CANCELLED and list(folder.live_audio()) == []
+    assert job.storage_bytes == path.services.data.files.tree_bytes(folder.root)
+
+
 def test_one_regenerated_turn_is_the_only_segment_generated_again(path: JobPath) -> None:
     job_id = path.submit()
     execute_job(path.services, job_id)

@@ -1,5 +1,7 @@
-"""Admission under overload, on a simulated device whose steps grow with their rows: the streams admitted stay on
-time, the rest wait with a queue place and an estimate that holds. Modelled time only (a virtual clock)."""
+"""Admission under overload, on a simulated device whose steps grow with their rows, or that has time beside a playing
+stream for only so many prompts a step: the streams admitted stay on time and hear their first audio with the step
+that admits them, the rest wait with a queue place and an estimate that holds. Modelled time only (a virtual
+clock)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,21 @@ def run_overload(headroom: float | None) -> tuple[Engine, dict[int, list[float]]
     frames: dict[int, list[float]] = {handle.request_id: [] for handle in handles}
     started: dict[int, float] = {}
     promised: dict[int, float] = {}
+    serve(engine, clock, handles, frames, started, promised)
+    return engine, frames, started, promised
+
+
+def serve(
+    engine: Engine,
+    clock: VirtualClock,
+    handles: list[RequestHandle],
+    frames: dict[int, list[float]],
+    started: dict[int, float],
+    promised: dict[int, float],
+) -> None:
+    """Step until idle, gathering each stream's start (the beginning of the step that admitted it), its frames' times,
+    and the start it was first promised while it waited."""
+    began = clock()
     while engine.step():
         now = clock()
         for place in engine.queue_places():
@@ -48,10 +65,10 @@ def run_overload(headroom: float | None) -> tuple[Engine, dict[int, list[float]]
         for handle in handles:
             for event in handle.drain():
                 if event.kind is EventKind.STARTED:
-                    started[handle.request_id] = now
+                    started[handle.request_id] = began
                 elif event.kind is EventKind.AUDIO:
                     frames[handle.request_id].append(now)
-    return engine, frames, started, promised
+        began = now
 
 
 def late_frames(times: list[float]) -> int:
@@ -86,22 +103,35 @@ FLAT_COST = {
 }  # fmt: skip
 
 
-def first_audio_beside_a_thin_stream(packed_prefill: bool) -> tuple[list[float], list[float]]:
-    """A stream makes its first frame, then three prompts arrive: the times of their first frames, and the
-    playing stream's frames."""
+def flat_device(packed_prefill: bool) -> tuple[Engine, VirtualClock]:
+    """An engine on `FLAT_COST`'s device that knows what a warm-up measures: a step's cost by its rows, and what
+    prompt chunks add to it."""
     costs = CostModel.from_costs(FLAT_COST)
     costs.packed_prefill = packed_prefill
     clock = VirtualClock(count_host=False)
-    engine = Engine(SimulatedRunner(simulated_spec(rows=16, num_blocks=2000), costs, clock), EngineConfig(slots=16))
-    for rows in (1, 16):  # what a warm-up measures: a step's cost by its rows, and what prompt chunks add to it
+    runner = SimulatedRunner(simulated_spec(rows=16, num_blocks=4000), costs, clock)
+    engine = Engine(runner, EngineConfig(slots=16), clock=clock)
+    for rows in (1, 16):
         engine.policy.observe(rows, 0, costs.frame_step_seconds(rows))
     for chunks in ((100,), (200,), (100, 100)):
         shape = StepShape(decode_rows=1, frame_rows=1, prefill_chunks=chunks)
         engine.policy.observe(1, sum(chunks), costs.step_seconds(shape), chunks=len(chunks))
+    return engine, clock
+
+
+def submit_stream(engine: Engine, clock: VirtualClock, frames: int, prompt_tokens: int = 100) -> RequestHandle:
+    """A stream of `frames` frames after a prompt of `prompt_tokens` tokens."""
+    prompt = PromptInputs(torch.zeros(1, prompt_tokens, dtype=torch.long), None, None)
+    return engine.submit(GenerationRequest(prompt, frames, streaming=True, arrival=clock()))
+
+
+def first_audio_beside_a_thin_stream(packed_prefill: bool) -> tuple[list[float], list[float]]:
+    """A stream makes its first frame, then three prompts arrive: the times of their first frames, and the
+    playing stream's frames."""
+    engine, clock = flat_device(packed_prefill)
 
     def stream() -> RequestHandle:
-        prompt = PromptInputs(torch.zeros(1, 100, dtype=torch.long), None, None)
-        return engine.submit(GenerationRequest(prompt, 20, streaming=True, arrival=clock()))
+        return submit_stream(engine, clock, 20)
 
     playing = stream()
     engine.step()  # its prompt and first frame: it now has 133 ms of audio ahead, and the next step must end by then
@@ -120,8 +150,53 @@ def test_a_packed_prefill_starts_every_prompt_the_thin_streams_step_has_time_for
     firsts, playing = first_audio_beside_a_thin_stream(packed_prefill=True)
     assert len(set(firsts)) == 1
     assert late_frames(playing) == 0
-    # a forward a chunk: two prompts would take 136 ms, so one goes first; once that step leaves the playing stream
-    # more audio ahead, the other two go together; the playing stream is on time throughout
+    # a forward a chunk: two prompts would take 136 ms, so one goes first; and each stream that has just started has
+    # 133 ms ahead itself, so they go one a step; the playing stream is on time throughout
     firsts, playing = first_audio_beside_a_thin_stream(packed_prefill=False)
-    assert firsts[0] < firsts[1] == firsts[2]
+    assert firsts[0] < firsts[1] < firsts[2]
     assert late_frames(playing) == 0
+
+
+def prompts_beside_a_playing_stream(
+    newcomers: int,
+) -> tuple[dict[int, float], dict[int, list[float]], dict[int, float]]:
+    """A stream plays; then `newcomers` streams arrive at once, more than a step beside it can prefill (a forward a
+    prompt: 90 + 23 ms for one, 136 ms for two, and the playing stream has 133 ms ahead). Each stream's start,
+    frame times, and the start it was first promised while it waited."""
+    engine, clock = flat_device(packed_prefill=False)
+    handles = [submit_stream(engine, clock, 60)]
+    engine.step()
+    handles += [submit_stream(engine, clock, 60) for _ in range(newcomers)]
+    started: dict[int, float] = {handles[0].request_id: 0.0}
+    frames: dict[int, list[float]] = {handle.request_id: [] for handle in handles}
+    frames[handles[0].request_id].append(clock())
+    handles[0].drain()
+    promised: dict[int, float] = {}
+    serve(engine, clock, handles, frames, started, promised)
+    return started, frames, promised
+
+
+def test_streams_wait_for_a_step_that_prefills_them_and_hear_their_first_audio_with_it() -> None:
+    started, frames, promised = prompts_beside_a_playing_stream(newcomers=6)
+    assert all(len(times) == 60 for times in frames.values())
+    assert sum(late_frames(times) for times in frames.values()) == 0
+    step_at_most = 0.09 + 0.023 + 0.005  # a decode step and one prompt's forward, with the margin
+    for request_id, at in started.items():  # each admitted stream's first audio ends the step that admitted it
+        assert frames[request_id][0] - at <= step_at_most + 1e-9, (request_id, frames[request_id][0] - at)
+    assert len(promised) >= 4  # the rows were free: the prompts' prefill held them, and they were told when
+    for request_id, at in promised.items():
+        assert abs(started[request_id] - at) <= 0.25 * max(started[request_id], at) + step_at_most, (request_id, at)
+
+
+def test_a_prompt_longer_than_a_step_prefills_starts_beside_a_playing_stream() -> None:
+    engine, clock = flat_device(packed_prefill=True)
+    playing = submit_stream(engine, clock, 150)
+    engine.step()
+    long = submit_stream(engine, clock, 10, prompt_tokens=3 * engine.budget.prefill_chunk)  # three steps' chunks
+    handles = [playing, long]
+    frames: dict[int, list[float]] = {handle.request_id: [] for handle in handles}
+    serve(engine, clock, handles, frames, {}, {})
+    # admitted with a chunk's worth while the other plays, never held for a step that never comes
+    assert len(frames[long.request_id]) == 10 and frames[long.request_id][-1] < frames[playing.request_id][-1]
+    assert frames[long.request_id][0] < 1.0
+    assert late_frames(frames[playing.request_id]) == 0

@@ -129,7 +129,7 @@ def test_html_escapes_what_users_typed_and_marks_the_bad_line() -> None:
     assert 'class="vx-bad-line" aria-current="true" data-line="2"' in shown
     preview = script_preview_html(preview_script('Alice: "<img src=x onerror=alert(1)>"\n'))
     assert "<img" not in preview and "&lt;img" in preview
-    assert [clock(seconds) for seconds in (0, 59.4, 61, 3725)] == ["0:00", "0:59", "1:01", "1:02:05"]
+    assert [clock(seconds) for seconds in (0, 59.4, 59.6, 61, 3725)] == ["0:00", "0:59", "0:59", "1:01", "1:02:05"]
 
 
 def _job(title: str | None) -> JobView:

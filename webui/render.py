@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import html
 import json
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -51,8 +52,9 @@ _STATE_LABELS = {
 
 
 def clock(seconds: float) -> str:
-    """Seconds as m:ss, or h:mm:ss from an hour."""
-    total = max(0, round(seconds))
+    """Seconds as m:ss, or h:mm:ss from an hour; whole seconds floored, as audio players show a duration (a
+    22.6 s episode reads 0:22 in its title and in its player alike)."""
+    total = max(0, math.floor(seconds))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

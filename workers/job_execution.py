@@ -123,9 +123,15 @@ def execute_job(services: WorkerServices, job_id: str, revision: int | None = No
 def _let_go(services: WorkerServices, job: ClaimedJob) -> None:
     """The job was taken back while this worker was silent (paused, or cut off), found at a stop check or only when
     its end could not be written (its last step came before any check): this process lives, so a death charged to
-    it for that silence is taken back. Its scratch is left: another worker of this host may hold the job now."""
+    it for that silence is taken back. Its scratch is left while another worker may hold the job now; once the job
+    has ended (cancelled at once while it was queued again), nobody does: the scratch goes, and the folder's bytes
+    are counted again, since what this worker wrote or removed after the end changed them."""
     forgiven = job_repository.forgive_death(services.database, job)
     logger.warning("job taken over by another worker; stopping", extra={"job_id": job.id, "forgiven": forgiven})
+    folder = services.data.job(job.id)
+    if job_repository.has_ended(services.database, job.id):
+        drop_live_audio(folder)
+        job_repository.recount_ended(services.database, job.id, services.data.files.tree_bytes(folder.root))
 
 
 def _hand_back(services: WorkerServices, job: ClaimedJob, claimed_at: float) -> bool:

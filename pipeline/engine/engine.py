@@ -1,11 +1,13 @@
 """The serving engine: continuous batching of VibeVoice generations over a paged K/V pool.
 
 The engine owns every request's life: it queues it, admits it when a row and K/V blocks are free (in the
-order `scheduler.admission_order` gives), grows its blocks a step at a time, preempts it when the pool
-runs dry (and replays it later, exactly), cancels, fails and finishes it, and turns the runner's outcomes
-into events. The runner (passed in: `ModelRunner`, which `pipeline.engine.factory` builds beside the engine,
-or any object honouring `step_records`) only computes: each step the engine hands it a `StepInput` built from
-the requests' state and gets plain `RowOutcome`s back.
+order `scheduler.admission_order` gives; beside playing streams, also only while a step stays within real time
+with one more row and the step about to run would prefill the new stream's whole prompt, so the streams admitted
+stay on time and the rest wait with a place and an estimate, `queue_places`), grows its blocks a step at a
+time, preempts it when the pool runs dry (and replays it later, exactly), cancels, fails and finishes it, and
+turns the runner's outcomes into events. The runner (passed in: `ModelRunner`, which `pipeline.engine.factory`
+builds beside the engine, or any object honouring `step_records`) only computes: each step the engine hands it a
+`StepInput` built from the requests' state and gets plain `RowOutcome`s back.
 
 The engine is driven either by a caller (`step()` / `run_until_idle()`, as tests and the CLI do) or by its
 own background thread (`start()`), as a worker does; `submit()` and `cancel()` are safe from any thread.
@@ -231,6 +233,10 @@ class Engine:
         # Noise pairs drawn at once (a draw per pair cost more host time than the rest of a step's bookkeeping).
         self._noise_block = NOISE_BLOCK if (2 * self.spec.latent_dim) % 16 == 0 else 1
         self._step_seconds: float | None = None  # moving average of the time from one model step to the next
+        # Whether the queue's head waits for a step that can prefill its whole prompt (`_prefills_at_once`), and
+        # the prompt tokens a second the steps prefilled while one did: the rate such a queue drains at.
+        self._held_for_prefill = False
+        self._held_prefill_rate: float | None = None
         self._last_step_end: float | None = None
         logger.info(
             "engine ready",
@@ -345,7 +351,9 @@ class Engine:
 
         The estimate lets every running request and every one ahead run to its token budget (prefill chunks
         included) at the recent seconds per step (before any, the learnt cost of a step of the rows in use; else 0):
-        an upper bound where requests end early at their eos."""
+        an upper bound where requests end early at their eos. While the queue waits for prefill rather than rows
+        (`_prefills_at_once`), a request starts no sooner than the prompts admitted and ahead of it are prefilled at
+        the rate the steps prefilled while it waited."""
         with self.lock:
             waiting = list(self.waiting.values())
         if not waiting:
@@ -359,10 +367,16 @@ class Engine:
         free_at = sorted(self._steps_left(state) * step for state in self.active.values())[:rows]
         free_at += [0.0] * (rows - len(free_at))
         heapq.heapify(free_at)
+        rate = self._held_prefill_rate if self._held_for_prefill else None
+        prompts_ahead = sum(state.prefill_length - state.prefilled for state in self.active.values())
         places = []
         for position, request_id in enumerate(order, 1):
+            state = by_id[request_id]
             start = heapq.heappop(free_at)
-            heapq.heappush(free_at, start + self._steps_left(by_id[request_id]) * step)
+            heapq.heappush(free_at, start + self._steps_left(state) * step)
+            if rate:
+                start = max(start, prompts_ahead / rate)
+                prompts_ahead += state.request.prompt.length + max(0, len(state.tokens) - 1)
             places.append(QueuePlace(request_id, position, start))
         return places
 
@@ -448,12 +462,13 @@ class Engine:
     def step(self) -> bool:
         """Run one engine step; False when there was nothing to do."""
         self._drop_cancelled()
-        self._admit()
+        now = self.clock()  # one instant for the step's decisions: a stream is admitted on the plan the step runs
+        self._admit(now)
         if not self.active:
             self._last_step_end = None  # idle: the wait for work is no step's time
             self._record_all(self.runner.flush())  # a step still in flight holds only requests that have ended
             return False
-        plan = self.policy.plan([self._view(state) for state in self.active.values()], self.budget)
+        plan = self.policy.plan([self._view(state, now) for state in self.active.values()], self.budget)
         decode = [self.active[request_id] for request_id in plan.decode]
         if decode and not self.runner.overlaps({state.request.diffusion_steps for state in decode}):
             self._record_all(self.runner.flush())  # an eager step starts from every outcome read back
@@ -472,11 +487,14 @@ class Engine:
             return True
         ended = self.clock()
         seconds = ended - started
+        prefill_tokens = sum(tokens for _, tokens in prefill)
         if self._last_step_end is not None:  # the engine was busy since: a step's whole time, host work included
             interval = ended - self._last_step_end
             self._step_seconds = interval if self._step_seconds is None else 0.9 * self._step_seconds + 0.1 * interval
+            if self._held_for_prefill:
+                rate, held = prefill_tokens / interval, self._held_prefill_rate
+                self._held_prefill_rate = rate if held is None else 0.9 * held + 0.1 * rate
         self._last_step_end = ended
-        prefill_tokens = sum(tokens for _, tokens in prefill)
         self.policy.observe(len(decode), prefill_tokens, seconds, chunks=len(prefill))
         self._record_all(outcomes)
         if self._step_listeners:
@@ -485,7 +503,8 @@ class Engine:
                 listener(timing)
         return True
 
-    def _view(self, state: RequestState) -> RequestView:
+    def _view(self, state: RequestState, now: float | None = None) -> RequestView:
+        """What the policies see of `state` at `now` (default: the clock's time)."""
         request = state.request
         return RequestView(
             request_id=request.request_id,
@@ -493,7 +512,7 @@ class Engine:
             prompt_remaining=state.prefill_length - state.prefilled,
             has_audio=state.frames > 0,
             streaming=request.streaming,
-            buffered_seconds=state.buffered_seconds(self.clock()),
+            buffered_seconds=state.buffered_seconds(self.clock() if now is None else now),
             job=request.job,
             interactive=request.interactive,
             priority=request.priority,
@@ -502,33 +521,66 @@ class Engine:
 
     # --- admission and preemption -------------------------------------------------------------------------
 
-    def _admit(self) -> None:
-        """Admit waiting requests in the scheduler's order while a row and their blocks are free.
+    def _admit(self, now: float) -> None:
+        """Admit waiting requests in the scheduler's order while a row and their blocks are free, for the step
+        planned at `now`.
 
         An interactive request that finds no room preempts less important work, so it starts at this step.
         """
         with self.lock:
             waiting = list(self.waiting.values())
+        self._held_for_prefill = False
         if not waiting or (not self.free_rows and not any(state.request.interactive for state in waiting)):
             return  # nobody can start: spare a long queue its ordering at every step
-        active_views = [self._view(state) for state in self.active.values()]
+        active_views = [self._view(state, now) for state in self.active.values()]
         by_id = {state.request_id: state for state in waiting}
-        for request_id in admission_order([self._view(state) for state in waiting], active_views):
+        for request_id in admission_order([self._view(state, now) for state in waiting], active_views):
             state = by_id[request_id]
-            if not self._room_for(state) and state.request.interactive:
-                self._make_room(state)
-            if not self._room_for(state):
+            if state.request.interactive and not self._room_for(state, now):
+                self._make_room(state, now)
+            if not self._room_for(state, now):
+                # a row, blocks and the step's time were there: only the prompt's prefill held it
+                self._held_for_prefill = (
+                    bool(self.free_rows)
+                    and self._blocks_to_start(state) <= self.pool.free
+                    and self._keeps_streams_on_time(state)
+                )
                 return  # the others wait their turn: nobody jumps the queue by being smaller
             with self.lock:
                 del self.waiting[request_id]
             self._start(state)
 
-    def _room_for(self, state: RequestState) -> bool:
+    def _room_for(self, state: RequestState, now: float) -> bool:
         return (
             bool(self.free_rows)
             and self._blocks_to_start(state) <= self.pool.free
             and self._keeps_streams_on_time(state)
+            and self._prefills_at_once(state, now)
         )
+
+    def _prefills_at_once(self, state: RequestState, now: float) -> bool:
+        """Online, beside playing streams: whether the step about to run would prefill a stream's whole prompt.
+
+        On a device where a row costs next to nothing, rows never run out before prompts do: what limits how
+        many streams can start is how much prompt a step may prefill and stay within the playing streams'
+        buffers. A stream admitted past that would wait inside the engine, its first audio later than the
+        listener should wait; held here instead, it keeps its place in the queue and is told when it starts
+        (`queue_places`), and every admitted stream's first audio comes with the step that admits it. A prompt
+        longer than one step ever prefills (a chunk, or the token budget left beside the rows) is admitted with a
+        whole step's worth, so no prompt waits forever."""
+        request = state.request
+        if not request.streaming or request.interactive or not isinstance(self.policy, OnlinePolicy):
+            return True
+        if not any(s.request.streaming and s.frames for s in self.active.values()):
+            return True  # nobody is playing: no buffer to keep, and the prompt goes at once anyway
+        prompt = request.prompt.length + max(0, len(state.tokens) - 1)
+        views = [self._view(s, now) for s in self.active.values()]
+        views.append(replace(self._view(state, now), prompt_remaining=prompt))
+        plan = self.policy.plan(views, self.budget)
+        at_most = min(prompt, self.budget.prefill_chunk, self.budget.token_budget - len(plan.decode))
+        if at_most <= 0:
+            return True  # no step beside these rows prefills at all: holding it would not make one
+        return any(request_id == state.request_id and tokens >= at_most for request_id, tokens in plan.prefill)
 
     def _keeps_streams_on_time(self, state: RequestState) -> bool:
         """Whether a step with one more row is predicted to stay within the headroom of a frame's playback time,
@@ -543,10 +595,10 @@ class Engine:
         predicted = self._predicted_step(min(len(self.active) + 1, self.budget.max_batch))
         return predicted is None or predicted <= headroom / FRAMES_PER_SECOND
 
-    def _make_room(self, state: RequestState) -> None:
+    def _make_room(self, state: RequestState, now: float) -> None:
         """Preempt less important requests until `state` fits, or none is left to preempt."""
         importance = (int(state.request.interactive), state.request.priority)
-        while not self._room_for(state):
+        while not self._room_for(state, now):
             victim = choose_victim([self._view(s) for s in self.active.values()], below=importance)
             if victim is None:
                 return
