@@ -376,7 +376,7 @@ class Engine:
             heapq.heappush(free_at, start + self._steps_left(state) * step)
             if rate:
                 start = max(start, prompts_ahead / rate)
-                prompts_ahead += state.request.prompt.length + max(0, len(state.tokens) - 1)
+                prompts_ahead += self._to_prefill(state)
             places.append(QueuePlace(request_id, position, start))
         return places
 
@@ -573,7 +573,7 @@ class Engine:
             return True
         if not any(s.request.streaming and s.frames for s in self.active.values()):
             return True  # nobody is playing: no buffer to keep, and the prompt goes at once anyway
-        prompt = request.prompt.length + max(0, len(state.tokens) - 1)
+        prompt = self._to_prefill(state)
         views = [self._view(s, now) for s in self.active.values()]
         views.append(replace(self._view(state, now), prompt_remaining=prompt))
         plan = self.policy.plan(views, self.budget)
@@ -606,10 +606,15 @@ class Engine:
 
     def _blocks_to_start(self, state: RequestState) -> int:
         """Blocks a request needs to be admitted: its whole prompt (and replay), and its visible negative entries."""
-        prefill = state.request.prompt.length + max(0, len(state.tokens) - 1)
+        prefill = self._to_prefill(state)
         frames, visible_from = self._negative_after(state.tokens)
         negative = self.pool.blocks_for(frames + 1) - visible_from // self.spec.block_size
         return self.pool.blocks_for(prefill + 1) + negative
+
+    @staticmethod
+    def _to_prefill(state: RequestState) -> int:
+        """Tokens a request prefills when it starts: its prompt, plus the inputs of the tokens it replays."""
+        return state.request.prompt.length + max(0, len(state.tokens) - 1)
 
     def _blocks_alone(self, prompt_tokens: int, max_new_tokens: int) -> int:
         """The most blocks a request can ever hold: both branches full (its negative one from the first frame)."""
@@ -636,8 +641,8 @@ class Engine:
         state.negative.visible_from = visible_from
         state.negative.table.extend([NULL_BLOCK] * (visible_from // self.spec.block_size))  # wholly hidden: none held
         state.negative.grow(self.pool, frames + 1)
-        state.positive.grow(self.pool, state.request.prompt.length + max(0, len(state.tokens) - 1) + 1)
-        state.prefill_length = state.request.prompt.length + max(0, len(state.tokens) - 1)
+        state.prefill_length = self._to_prefill(state)
+        state.positive.grow(self.pool, state.prefill_length + 1)
         state.prefilled = 0
         state.replayed = bool(state.tokens)
         self.active[state.request_id] = state
