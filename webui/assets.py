@@ -34,11 +34,13 @@ STUDIO_CSS = """
 .vx-field-error { color: var(--error-text-color, #b91c1c); margin: .25em 0; font-size: var(--text-sm); }
 .vx-field-error::before { content: "\\26A0  "; }
 .vx-notice { color: var(--body-text-color-subdued); margin: .25em 0; font-size: var(--text-sm); }
-/* Gradio's waveform player (a speaker's recording on Cast) draws its times, speed and buttons in neutral-400, 1.9:1 on
-   white: as dark as the studio's other soft text (its classes are scoped by a hash, hence the !important). */
-#time, #duration, .time, .duration, .playback, .text-button, .rewind, .skip, .play-pause-button, .action {
+/* Gradio's waveform player (a recording on Cast and Library) draws its times, speed and buttons in neutral-400, 1.9:1
+   on white: as dark as the studio's other soft text (its classes are scoped by a hash, hence the !important), and
+   only inside those players, so no other element that shares a class name changes colour. */
+.vx-compact-audio :is(#time, #duration, .time, .duration, .playback, .text-button, .rewind, .skip, .play-pause-button,
+  .action) {
   color: var(--body-text-color-subdued) !important; border-color: var(--body-text-color-subdued) !important; }
-.play-pause-button { fill: var(--body-text-color-subdued) !important; }
+.vx-compact-audio .play-pause-button { fill: var(--body-text-color-subdued) !important; }
 /* Before a replace or a delete, and once one is done: in colours that stand out in a light or a dark theme. */
 .vx-question { color: #78350f; background: #fef3c7; border-left: .3em solid #d97706; border-radius: .3em;
   padding: .45em .8em; margin: .3em 0; font-size: var(--text-md); font-weight: 600; }

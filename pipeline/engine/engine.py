@@ -538,24 +538,23 @@ class Engine:
             state = by_id[request_id]
             if state.request.interactive and not self._room_for(state, now):
                 self._make_room(state, now)
-            if not self._room_for(state, now):
-                # a row, blocks and the step's time were there: only the prompt's prefill held it
-                self._held_for_prefill = (
-                    bool(self.free_rows)
-                    and self._blocks_to_start(state) <= self.pool.free
-                    and self._keeps_streams_on_time(state)
-                )
+            fits = self._fits(state)
+            if not fits or not self._prefills_at_once(state, now):
+                self._held_for_prefill = fits  # a row, blocks and the step's time were there: only its prefill held it
                 return  # the others wait their turn: nobody jumps the queue by being smaller
             with self.lock:
                 del self.waiting[request_id]
             self._start(state)
 
     def _room_for(self, state: RequestState, now: float) -> bool:
+        return self._fits(state) and self._prefills_at_once(state, now)
+
+    def _fits(self, state: RequestState) -> bool:
+        """A row and the blocks to start are free, and a step with one more row keeps the streams on time."""
         return (
             bool(self.free_rows)
             and self._blocks_to_start(state) <= self.pool.free
             and self._keeps_streams_on_time(state)
-            and self._prefills_at_once(state, now)
         )
 
     def _prefills_at_once(self, state: RequestState, now: float) -> bool:
