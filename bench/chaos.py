@@ -1410,6 +1410,34 @@ class Run:
                 else:
                     fault.judged[job_id] = wait
 
+    def recovery_misses(self) -> list[dict[str, Any]]:
+        """Each judged job that took longer than the goal, with what the monitor read of it around the fault: the
+        evidence to read in the kept logs (`remove`), since a soak's miss is read from them, not run again."""
+        misses = []
+        for fault in self.faults:
+            for job_id, wait in fault.judged.items():
+                if wait <= DEPENDENCY_RECOVERY_GOAL_S or fault.ended is None:
+                    continue
+                submitted = self.submitted.get(job_id)
+                window = (fault.started - 5.0, fault.ended + wait + 2.0)
+                progress = [
+                    [round(at, 2), frames, segments, state]
+                    for at, frames, segments, state in self.progress_log.get(job_id, [])
+                    if window[0] <= at <= window[1]
+                ]
+                misses.append(
+                    {
+                        "job": job_id,
+                        "action": submitted.action if submitted else "?",
+                        "fault": fault.kind,
+                        "fault_s": [round(fault.started, 2), round(fault.ended, 2)],
+                        "wait_s": wait,
+                        "holder": fault.holders.get(job_id),
+                        "progress": progress,  # [seconds into the run, frames, segments, state]
+                    }
+                )
+        return misses
+
     def held_up(self, job_id: str, fault: Fault, until: float) -> bool:
         """Whether another fault could hold `job_id` up by itself between `fault`'s end and `until`: one under way
         then, or whose aftermath (`AFTERMATH_SECONDS`) reached into that time, that was another dependency's
@@ -1474,18 +1502,18 @@ class Run:
         return found
 
     def remove(self) -> None:
-        """Remove the run's folder (unless `--keep`); after a violation, its logs are kept first: a violation of a
-        half-hour soak is read from them, not run again."""
+        """Remove the run's folder (unless `--keep`); after a violation or a missed recovery goal, its logs are kept
+        first: a half-hour soak's failure is read from them, not run again."""
         if self.args.keep:
             log(f"kept {self.folder}")
             return
-        if self.violations:
+        if self.violations or self.recovery_misses():
             kept = Path(f"{self.folder}-logs")
             for source in self.folder.rglob("*.log"):
                 target = kept / source.relative_to(self.folder)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
-            log(f"violations: the run's logs are kept in {kept}")
+            log(f"violations or recovery misses: the run's logs are kept in {kept}")
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # --- the report --------------------------------------------------------------------------------------------
@@ -1537,6 +1565,7 @@ class Run:
             "dependency_recovery_held_up": sum(fault.held_up for fault in self.faults),
             "dependency_recovery_p95_s": percentile(judged, 0.95),
             "dependency_recovery_worst_s": max(judged, default=None),
+            "dependency_recovery_misses": self.recovery_misses(),
             "faults": [
                 {
                     **{k: v for k, v in asdict(fault).items() if k not in ("affected", "holders")},
@@ -1617,6 +1646,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['dependency_recovery_judged']} jobs such faults found running; "
         f"{report['dependency_recovery_held_up']} more were held up by another fault too)"
     )
+    for miss in report["dependency_recovery_misses"]:
+        print(f"  slow: {miss['action']} job {miss['job']} on {miss['holder']}: {miss['wait_s']} s, {miss['fault']}")
     print(f"data disk: {report['data_peak_mb']} MB of {report['disk_mb']} at most")
     for problem in report["run_problems"]:
         print(f"run problem: {problem}")

@@ -4,18 +4,25 @@
     python bench/gpu_costs.py --size tiny --device cpu --out cpu.json --validate validation.json
 
 The cost file has the form of `shared/device_costs/` (what `pipeline.engine.simulated_device.CostModel` reads):
-for each batch size, the real engine (offline policy, eager step) decodes that many rows at once, and each part of
-its decode steps is timed where the runner calls it (synchronised on a GPU): `lm_step_ms` (one LM branch over the
-rows: the positive and the negative forwards, with their paged views), `diffusion_sampling_ms` (the whole loop),
-`acoustic_decode_ms`, `semantic_encode_ms`, `connectors_ms`, and `other_ms` (the rest of the step: token choice,
-the runner's own host work); medians over the steps that decoded exactly that many rows and prefilled nothing.
+each part of the real engine's eager decode steps is timed where the runner calls it (synchronised on a GPU):
+`lm_step_ms` (one LM branch over the rows: the positive and the negative forwards, with their paged views),
+`diffusion_sampling_ms` (the whole loop), `acoustic_decode_ms`, `semantic_encode_ms`, `connectors_ms`, and `other_ms`
+(the rest of the step: token choice, the runner's own host work); medians over the steps that decoded exactly that
+many rows and neither started a request nor prefilled. Two runs give them: each batch size of `--batches` at once
+(offline policy), and a Poisson run of 24 streams as serving has them (online policy), whose row counts with at least
+`MIN_SERVING_STEPS` steps take its figures (`measured_in` says which): among other steps a step costs more than
+back to back on a CPU, whose caches the previous step has filled with other weights.
 `prefill_chunks` holds each prefill forward (a step's prompt chunks, packed into one: its tokens in all and its
-chunks), `request_starts` each request's start (its prompt embedded, its voices encoded), both by tokens.
+chunks), in the batches and in a Poisson run of streams; `request_starts` each request's start in that run (its
+prompt embedded, its voices encoded, among decode steps as serving starts them), by prompt tokens and by voice samples
+(the voices as the encoders take them, padded to the longest: what the start's cost follows).
 
 `--validate OUT`: the faithfulness check. One Poisson workload of streams runs through the real engine, then through
-the simulated device priced by the file just measured (same arrivals, prompt lengths, frames and engine settings);
-OUT gets both runs' TTFA p50/p95 and audio seconds per second and their relative errors. Run it on a quiet machine:
-the file and the real run are both measured on whatever else shares the cores.
+the simulated device priced by the file just measured (same arrivals, prompt lengths, voices, frames and engine
+settings). The real engine runs the workload once unmeasured first, on an engine it throws away: the cost file prices
+steady steps, and on a CPU the first call of each shape costs its kernels' set-up. OUT gets both runs' TTFA p50/p95
+and audio seconds per second and their relative errors. Run it on a quiet machine: the file and the real run are
+both measured on whatever else shares the cores.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import json
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,12 +49,15 @@ from engine import run_engine as run_real_engine  # noqa: E402
 from engine import summarise, ttfa_percentiles, workload  # noqa: E402
 
 from models.loading import choose_device, choose_dtype  # noqa: E402
-from models.segment_io import prompt_inputs  # noqa: E402
+from models.segment_io import PromptInputs, prompt_inputs  # noqa: E402
 from models.tiny_checkpoint import random_model  # noqa: E402
 from pipeline.engine.engine import Engine, EngineConfig  # noqa: E402
 from pipeline.engine.factory import engine_for_model  # noqa: E402
 from pipeline.engine.simulated_device import CostModel  # noqa: E402
+from pipeline.engine.step_records import RequestStart  # noqa: E402
 from pipeline.generation import SegmentRequest, submit_segment  # noqa: E402
+
+MIN_SERVING_STEPS = 5  # decode steps of one row count the serving run needs before its median replaces the batch's
 
 
 class PartTimer:
@@ -64,7 +74,7 @@ class PartTimer:
         # a step's prompt chunks go through one forward (packed): its tokens in all, its chunks, its milliseconds
         prefill = self._timed("prefill", runner._prefill, lambda chunks: (sum(c.tokens for c in chunks), len(chunks)))
         runner._prefill = prefill
-        runner.start_request = self._timed("start", runner.start_request, lambda start: (start.prompt.length,))
+        runner.start_request = self._timed("start", runner.start_request, _start_size)
         self._hook("semantic", inner.semantic_tokenizer_encoder)
         self._hook("connectors", inner.multi_modal_projector)
         self._hook("connectors", inner.semantic_connector)
@@ -106,46 +116,77 @@ class PartTimer:
         module.register_forward_hook(after)
 
 
-def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict, list[dict], list[dict]]:
-    """One batch size: the median of each part over the steps that decoded `rows` rows and prefilled nothing,
-    each prefill chunk's (tokens, ms) and each request's start (prompt tokens, ms)."""
-    engine = engine_for_model(loaded, EngineConfig(slots=rows, policy="offline", fixed_shapes=False))
-    timer = PartTimer(engine, loaded.device)
-    requests = [r for _, r in workload(rows, "at-once", 1.0, seed=rows)]
-    prefills: list[dict] = []
-    starts: list[dict] = []  # each request's start: its prompt embedded, its voices encoded
-    handles = [submit_segment(engine, _frames(request, frames, steps)) for request in requests]
-    parts: dict[str, list[float]] = defaultdict(list)
-    while not engine.idle:
-        timer._sync()
-        started = time.perf_counter()
-        engine.step()
-        timer._sync()
-        step_ms = (time.perf_counter() - started) * 1000
-        step = timer.take()
-        starts.extend({"tokens": tokens, "ms": round(ms, 3)} for tokens, ms in step.get("start", []))
-        prefills.extend(
-            {"tokens": tokens, "chunks": chunks, "ms": round(ms, 3)} for tokens, chunks, ms in step.get("prefill", [])
-        )
+def _start_size(start: RequestStart) -> tuple[int, int]:
+    """A start's size: its prompt tokens, and its voice samples."""
+    return start.prompt.length, _voice_samples(start.prompt)
+
+
+def _voice_samples(prompt: PromptInputs) -> int:
+    """A prompt's voice samples as the encoders take them (each voice padded to the longest): their work."""
+    return 0 if prompt.input_values is None else prompt.input_values.numel()
+
+
+class DecodeParts:
+    """Each part's milliseconds over the decode steps seen, by their rows: steps that made a frame on every row
+    through both LM branches, and neither started a request nor prefilled a prompt."""
+
+    def __init__(self, diffusion_steps: int) -> None:
+        self.diffusion_steps = diffusion_steps
+        self.by_rows: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+
+    def add(self, step: dict[str, list[tuple[Any, ...]]], step_ms: float) -> None:
         lm = step.get("lm", [])
-        if step.get("prefill") or len(lm) != 2 or any(shape[0] != rows for shape in lm):
-            continue  # not a step of `rows` frames alone
+        if step.get("prefill") or step.get("start") or len(lm) != 2 or lm[0][0] != lm[1][0]:
+            return  # not a step of frames alone
         sums = {name: sum(entry[-1] for entry in step.get(name, [])) for name in ("diffusion", "acoustic", "semantic")}
         connectors = sum(entry[-1] for entry in step.get("connectors", []))
         lm_ms = [entry[-1] for entry in lm]
+        parts = self.by_rows[lm[0][0]]
         parts["lm_step_ms"].append(statistics.mean(lm_ms))
-        parts["diffusion_sampling_ms"].append(sums["diffusion"] * 10 / steps)
+        parts["diffusion_sampling_ms"].append(sums["diffusion"] * 10 / self.diffusion_steps)
         parts["acoustic_decode_ms"].append(sums["acoustic"])
         parts["semantic_encode_ms"].append(sums["semantic"])
         parts["connectors_ms"].append(connectors)
         parts["other_ms"].append(max(0.0, step_ms - sum(lm_ms) - sum(sums.values()) - connectors))
+
+    def row(self, rows: int, measured_in: str) -> dict:
+        """The cost file's row for `rows`: each part's median over its steps."""
+        parts = self.by_rows[rows]
+        row = {"batch_size": rows, "steps": len(parts["lm_step_ms"]), "measured_in": measured_in}
+        return row | {name: round(statistics.median(values), 3) for name, values in parts.items()}
+
+
+def timed_step(engine: Engine, timer: PartTimer) -> tuple[dict[str, list[tuple[Any, ...]]], float]:
+    """One engine step: its parts as the timer saw them, and its whole milliseconds."""
+    timer._sync()
+    started = time.perf_counter()
+    engine.step()
+    timer._sync()
+    return timer.take(), (time.perf_counter() - started) * 1000
+
+
+def _prefill_rows(step: dict[str, list[tuple[Any, ...]]]) -> list[dict]:
+    return [{"tokens": tokens, "chunks": chunks, "ms": round(ms, 3)} for tokens, chunks, ms in step.get("prefill", [])]
+
+
+def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict, list[dict]]:
+    """One batch size, all at once: the median of each part over the steps that decoded `rows` rows alone, and each
+    prefill forward's (tokens, chunks, ms). Its starts come back to back, not as serving has them: not kept."""
+    engine = engine_for_model(loaded, EngineConfig(slots=rows, policy="offline", fixed_shapes=False))
+    timer = PartTimer(engine, loaded.device)
+    requests = [r for _, r in workload(rows, "at-once", 1.0, seed=rows)]
+    prefills: list[dict] = []
+    handles = [submit_segment(engine, _frames(request, frames, steps)) for request in requests]
+    parts = DecodeParts(steps)
+    while not engine.idle:
+        step, step_ms = timed_step(engine, timer)
+        prefills.extend(_prefill_rows(step))
+        parts.add(step, step_ms)
     for handle in handles:
         handle.drain()
-    if not parts:
+    if not parts.by_rows.get(rows):
         raise RuntimeError(f"no step decoded {rows} rows alone; raise --frames")
-    row = {"batch_size": rows, "steps": len(parts["lm_step_ms"])}
-    row |= {name: round(statistics.median(values), 3) for name, values in parts.items()}
-    return row, prefills, starts
+    return parts.row(rows, "batch"), prefills
 
 
 def _frames(request: SegmentRequest, frames: int, steps: int) -> SegmentRequest:
@@ -154,22 +195,56 @@ def _frames(request: SegmentRequest, frames: int, steps: int) -> SegmentRequest:
     return replace(request, max_frames=frames, settings=replace(request.settings, diffusion_steps=steps))
 
 
+def measure_serving(loaded: Any, steps: int) -> tuple[DecodeParts, list[dict], list[dict]]:
+    """Decode steps, request starts and prefill forwards as serving meets them: streams arriving one by one among
+    decoding rows (a Poisson workload like the faithfulness check's, on another seed).
+
+    On this machine's CPU a step among others costs more than the same step back to back (a start about a fifth
+    more, a decode step of several rows a tenth: the previous step's weights are no longer in the caches), and
+    serving runs them that way."""
+    work = workload(24, "poisson", 1.0, seed=1, seconds=(2.0, 8.0))
+    pending = deque((at, _frames(request, request.max_frames, steps)) for at, request in work)
+    engine = engine_for_model(loaded, EngineConfig(slots=len(work), policy="online", fixed_shapes=False))
+    timer = PartTimer(engine, loaded.device)
+    parts, starts, prefills, handles = DecodeParts(steps), [], [], []
+    began = time.perf_counter()
+    while pending or not engine.idle:
+        while pending and pending[0][0] <= time.perf_counter() - began:
+            handles.append(submit_segment(engine, pending.popleft()[1], streaming=True))
+        if engine.idle:
+            time.sleep(max(0.0, pending[0][0] - (time.perf_counter() - began)))
+            continue
+        step, step_ms = timed_step(engine, timer)
+        parts.add(step, step_ms)
+        prefills.extend(_prefill_rows(step))
+        starts.extend({"tokens": t, "voice_samples": v, "ms": round(ms, 3)} for t, v, ms in step.get("start", []))
+        for handle in handles:
+            handle.drain()
+    return parts, starts, prefills
+
+
 def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str) -> dict:
     device = loaded.device
-    rows, prefills, starts = [], [], []
+    by_rows, prefills = {}, []
     measure_batch(loaded, 1, 3, steps)  # warm-up: first calls allocate and pick kernels
     for batch in batches:
-        row, chunks, started = measure_batch(loaded, batch, frames, steps)
-        rows.append(row)
+        by_rows[batch], chunks = measure_batch(loaded, batch, frames, steps)
         prefills.extend(chunks)
-        starts.extend(started)
-        print(f"  {batch:4d} rows: {row}", flush=True)
+    serving, starts, serving_prefills = measure_serving(loaded, steps)
+    prefills.extend(serving_prefills)
+    for count, parts in serving.by_rows.items():
+        if len(parts["lm_step_ms"]) >= MIN_SERVING_STEPS:  # serving's own steps where it ran enough of them
+            by_rows[count] = serving.row(count, "serving")
+    rows = [by_rows[count] for count in sorted(by_rows)]
+    for row in rows:
+        print(f"  {row['batch_size']:4d} rows: {row}", flush=True)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     return {
         "what": (
             f"Parts of the engine's eager decode step and its prefill, timed where the real runner calls them "
             f"(bench/gpu_costs.py), {size} model with random weights, {str(loaded.dtype).removeprefix('torch.')}, "
-            f"on {name}; medians over the steps that decoded exactly batch_size rows and prefilled nothing. "
+            f"on {name}; medians over the steps that decoded exactly batch_size rows and neither started a request nor "
+            f"prefilled, at once (measured_in batch) or in a Poisson run of streams (serving). "
             f"diffusion_sampling_ms is scaled to 10 steps from the {steps} run."
         ),
         "measured": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -181,8 +256,10 @@ def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str)
         "device": {"name": name},
         "notes": [
             "other_ms: the rest of a decode step (token choice, the runner's own host work) beyond the timed parts.",
-            "prefill_chunks: each prompt chunk through the LM; request_starts: each request's prompt embedded "
-            "(its voices through the acoustic and semantic encoders) when it takes its row.",
+            "prefill_chunks: each step's prompt chunks through the LM (one packed forward), in the batches and in a "
+            "Poisson run of 24 streams; request_starts: each request's prompt embedded (its voices through the "
+            "acoustic and semantic encoders) when it takes its row, in that Poisson run (starts among decode steps, "
+            "as serving has them), with its voice samples (padded to the longest voice: the encoders' work).",
             "On a GPU the cost model also needs the device's spec figures (bf16_dense_tflops_spec, hbm_tb_s_spec) "
             "and the model's shapes for its memory-traffic bound; this script does not know them.",
         ],
@@ -199,46 +276,65 @@ def validate(
     rate: float,
     seconds: tuple[float, float],
     steps: int,
+    repeats: int,
     predicted_by: Path | None = None,
 ) -> dict:
-    """One Poisson workload through the real engine and through the simulated device with `costs_path` (and, with
-    `predicted_by`, with an earlier cost file too: what the simulation predicted before this device was measured)."""
-    work = workload(streams, "poisson", rate, seed=7, seconds=seconds)
-    work = [(arrival, _frames(request, request.max_frames, steps)) for arrival, request in work]
-    slots = streams
-    config = EngineConfig(slots=slots, policy="online", fixed_shapes=False)
-    engine = engine_for_model(loaded, config)
-    started = time.perf_counter()
-    timelines = run_real_engine(engine, work, RealRun())
-    real_wall = time.perf_counter() - started
-    real = summarise(timelines, real_wall, 0)
-    arrivals = [
-        simulate.Arrival(arrival, prompt_inputs(loaded, request.text, request.voices).length, request.max_frames)
-        for arrival, request in work
-    ]
-    # The wall clock for the engine's host work, as the cost file's parts and the real run were timed on it.
-    sim_run = simulate.run_engine(
-        CostModel.from_file(costs_path), arrivals, config, warm_rows=(), host_clock=time.perf_counter
-    )
-    sim = simulate.figures(sim_run.traces)
-    real_p50, real_p95 = ttfa_percentiles(timelines)
+    """A Poisson workload through the real engine and through the simulated device with `costs_path`, on `repeats`
+    seeds (7 onward) whose requests are pooled: with 8 streams a run's p95 is its slowest request, and the real
+    engine's own p95 moves by a fifth from one run to the next. With `predicted_by`, an earlier cost file simulated
+    too: what the simulation predicted before this device was measured."""
+    config = EngineConfig(slots=streams, policy="online", fixed_shapes=False)
+    works = []
+    for seed in range(7, 7 + repeats):
+        work = workload(streams, "poisson", rate, seed=seed, seconds=seconds)
+        works.append([(arrival, _frames(request, request.max_frames, steps)) for arrival, request in work])
+    # Once unmeasured, on an engine thrown away: the first call of each shape (a batch of rows, a prompt's voices)
+    # costs the CPU's kernels their set-up, several times a steady step, and the cost file prices steady steps.
+    # Each measured run then starts on a new engine, its policy as new as the simulation's.
+    run_real_engine(engine_for_model(loaded, config), works[0], RealRun())
+    real_runs, sim_runs, arrivals_by_run = [], [], []
+    real_wall = sim_wall = 0.0
+    for work in works:
+        started = time.perf_counter()
+        timelines = run_real_engine(engine_for_model(loaded, config), work, RealRun())
+        wall = time.perf_counter() - started
+        real_runs.append((timelines, summarise(timelines, wall, 0)))
+        real_wall += wall
+        prompts = [prompt_inputs(loaded, request.text, request.voices) for _, request in work]
+        arrivals = [
+            simulate.Arrival(arrival, prompt.length, request.max_frames, voice_samples=_voice_samples(prompt))
+            for (arrival, request), prompt in zip(work, prompts, strict=True)
+        ]
+        arrivals_by_run.append(arrivals)
+        # The wall clock for the engine's host work, as the cost file's parts and the real run were timed on it.
+        sim_run = simulate.run_engine(
+            CostModel.from_file(costs_path), arrivals, config, warm_rows=(), host_clock=time.perf_counter
+        )
+        sim_runs.append(sim_run.traces)
+        sim_wall += sim_run.wall_s
+    sim = simulate.pooled(sim_runs)
+    real_p50, real_p95 = ttfa_percentiles([timeline for timelines, _ in real_runs for timeline in timelines])
+    real_audio = statistics.mean(figures.rtf for _, figures in real_runs)
     pairs = {
         "ttfa_p50_s": (real_p50, sim.ttfa_p50_s),
         "ttfa_p95_s": (real_p95, sim.ttfa_p95_s),
-        "audio_s_per_s": (real.rtf, sim.audio_s_per_s),
+        "audio_s_per_s": (real_audio, sim.audio_s_per_s),
     }
     report = {
         "workload": f"{streams} streams of {seconds[0]:g} to {seconds[1]:g} s, Poisson at {rate:g}/s, {steps} "
-        f"diffusion steps, {slots} slots, online policy, eager step",
+        f"diffusion steps, {streams} slots, online policy, eager step; {repeats} runs (seeds 7 onward) pooled",
         "costs": str(costs_path),
         "real": {name: round(real_value, 4) for name, (real_value, _) in pairs.items()},
         "simulated": {name: round(sim_value, 4) for name, (_, sim_value) in pairs.items()},
         "relative_error": {name: round((b - a) / a, 4) for name, (a, b) in pairs.items()},
+        "real_p95_by_run": [round(ttfa_percentiles(timelines)[1], 4) for timelines, _ in real_runs],
+        "simulated_p95_by_run": [round(simulate.figures(traces).ttfa_p95_s, 4) for traces in sim_runs],
         "real_wall_s": round(real_wall, 2),
-        "simulated_wall_s": round(sim_run.wall_s, 2),
+        "simulated_wall_s": round(sim_wall, 2),
     }
     if predicted_by is not None:
-        earlier = simulate.figures(simulate.run_engine(CostModel.from_file(predicted_by), arrivals, config).traces)
+        earlier_model = CostModel.from_file(predicted_by)
+        earlier = simulate.pooled([simulate.run_engine(earlier_model, a, config).traces for a in arrivals_by_run])
         predicted = {"ttfa_p50_s": earlier.ttfa_p50_s, "ttfa_p95_s": earlier.ttfa_p95_s}
         predicted["audio_s_per_s"] = earlier.audio_s_per_s
         report["predicted_by"] = str(predicted_by)
@@ -263,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--validate-streams", type=int, default=8)
     parser.add_argument("--validate-rate", type=float, default=2.0, help="Poisson arrivals per second")
     parser.add_argument("--validate-seconds", default="2,8", help="shortest,longest audio per stream")
+    parser.add_argument("--validate-repeats", type=int, default=3, help="runs of the workload, seeds 7 onward, pooled")
     parser.add_argument("--predicted-by", type=Path, default=None, help="validate: also simulate with this cost file")
     args = parser.parse_args(argv)
     device = choose_device(args.device)
@@ -282,6 +379,7 @@ def main(argv: list[str] | None = None) -> None:
             args.validate_rate,
             (shortest, longest),
             args.diffusion_steps,
+            args.validate_repeats,
             args.predicted_by,
         )
         args.validate.parent.mkdir(parents=True, exist_ok=True)

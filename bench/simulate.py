@@ -79,6 +79,7 @@ class Arrival:
     frames: int
     streaming: bool = True
     job: str | None = None
+    voice_samples: int = 0  # its voices as the encoders take them (priced where the cost file measured starts)
 
 
 @dataclass
@@ -209,7 +210,9 @@ def run_engine(
 
 
 def _request(arrival: Arrival, now: float) -> GenerationRequest:
-    prompt = PromptInputs(torch.zeros(1, arrival.prompt_tokens, dtype=torch.long), None, None)
+    # voices: a view of the right size and no memory, for the start's price (`SimulatedRunner.start_request`)
+    voices = torch.zeros(()).expand(1, 1, arrival.voice_samples) if arrival.voice_samples else None
+    prompt = PromptInputs(torch.zeros(1, arrival.prompt_tokens, dtype=torch.long), voices, None)
     return GenerationRequest(prompt, arrival.frames, streaming=arrival.streaming, job=arrival.job, arrival=now)
 
 

@@ -31,8 +31,11 @@ size, and prefill costs). Where nothing was measured it assumes, and `CostModel.
 - prefill costs a fixed part per forward plus a part per token, fitted to the file's chunks measured alone; the
   runner packs a step's chunks into one forward (`paged_kv.packed_view`), so a step pays the fixed part once
   (`packed_prefill`; off, a forward per chunk, as the runner did before);
-  a request's start (its prompt embedded, its voices encoded) costs what the file's `request_starts` fit gives,
-  or nothing where the file has none (the H200 file's `generate()` prefill figures include the voices' encoding).
+  a request's start (its prompt embedded, its voices encoded) costs what the file's `request_starts` give for
+  its voice samples (the voices as the encoders take them, padded to the longest: the work is there, not in the
+  text's tokens), linear between the measured sizes and on the last slope past them; an older file without
+  samples gives a line through its starts by prompt tokens; a file without starts, nothing (the H200 file's
+  `generate()` prefill figures include the voices' encoding).
 
 It imports torch only because the engine's records carry tensors (latents, noise); it creates none per step.
 """
@@ -135,8 +138,9 @@ class CostModel:
     prefill_ms_per_token: float
     roofline: Roofline | None
     source: str
-    start_fixed_ms: float = 0.0  # a request's start: its prompt embedded, its voices encoded
+    start_fixed_ms: float = 0.0  # a request's start (prompt embedded, voices encoded), by prompt tokens
     start_ms_per_token: float = 0.0
+    start_by_voice_samples: PartCurve | None = None  # the same, by voice samples: where the file has them
     assumptions: list[str] = field(default_factory=list)
     # The runner prefills all of a step's prompt chunks in one packed forward, paying the fixed part once a step;
     # False models a forward per chunk (the runner before packing), for comparing the two.
@@ -155,10 +159,12 @@ class CostModel:
         parts = {name: PartCurve([(row["batch_size"], row[name]) for row in rows], past) for name in PARTS}
         other = PartCurve(_other_ms(costs), past)
         fixed, per_token = _prefill_fit(costs)
-        starts = [(row["tokens"], row["ms"]) for row in costs.get("request_starts", [])]
-        start_fixed, start_per_token = _affine_fit(starts) if starts else (0.0, 0.0)
+        starts = costs.get("request_starts", [])
+        by_samples = _starts_by_voice_samples(starts)
+        by_tokens = [(row["tokens"], row["ms"]) for row in starts]
+        start_fixed, start_per_token = _affine_fit(by_tokens) if by_tokens and by_samples is None else (0.0, 0.0)
         roofline = _roofline(costs)
-        model = cls(parts, other, fixed, per_token, roofline, source, start_fixed, start_per_token)
+        model = cls(parts, other, fixed, per_token, roofline, source, start_fixed, start_per_token, by_samples)
         model.assumptions = model._assumptions(past, costs)
         return model
 
@@ -196,8 +202,10 @@ class CostModel:
             return 0.0
         return min(cost(batch) for batch in [rows, *(b for b in self.parts["lm_step_ms"].batches if b > rows)])
 
-    def start_seconds(self, prompt_tokens: int) -> float:
-        """A request taking its row: its prompt embedded (voices encoded), before any prefill chunk."""
+    def start_seconds(self, prompt_tokens: int, voice_samples: int = 0) -> float:
+        """A request taking its row: its prompt embedded (its `voice_samples` encoded), before any prefill chunk."""
+        if self.start_by_voice_samples is not None:
+            return self.start_by_voice_samples(voice_samples) / 1000 if voice_samples else 0.0
         return (self.start_fixed_ms + self.start_ms_per_token * prompt_tokens) / 1000
 
     def replay_seconds(self, frames: int) -> float:
@@ -211,6 +219,20 @@ class CostModel:
         """A decode step of `rows` rows that all make a frame (no prefill, short context)."""
         return self.step_seconds(StepShape(decode_rows=rows, frame_rows=rows))
 
+    def _start_assumption(self, costs: dict) -> str:
+        curve = self.start_by_voice_samples
+        if curve is not None:
+            sizes = ", ".join(f"{size:,}" for size in curve.batches)
+            return (
+                f"a request's start (prompt embedded, voices encoded) by its voice samples, padded as the encoders "
+                f"take them: measured at {sizes}; linear between, the last slope past them, the smallest's below"
+            )
+        return (
+            f"a request's start (prompt embedded, voices encoded): {self.start_fixed_ms:.2f} ms + "
+            f"{self.start_ms_per_token * 1000:.2f} us per prompt token"
+            + ("" if costs.get("request_starts") else " (none in the file: its prefill figures include it)")
+        )
+
     def _assumptions(self, past: str, costs: dict) -> list[str]:
         measured = sorted(row["batch_size"] for row in costs["parts_by_batch"])
         notes = [
@@ -222,9 +244,7 @@ class CostModel:
             "eager costs as measured: no CUDA graphs, no overlap of the host's work with the device step",
             f"prefill: {self.prefill_fixed_ms:.2f} ms per chunk + {self.prefill_ms_per_token * 1000:.2f} us per token "
             "(fitted to the file)",
-            f"a request's start (prompt embedded, voices encoded): {self.start_fixed_ms:.2f} ms + "
-            f"{self.start_ms_per_token * 1000:.2f} us per prompt token"
-            + ("" if costs.get("request_starts") else " (none in the file: its prefill figures include it)"),
+            self._start_assumption(costs),
             "a frame step's cost beyond its parts: the file's other_ms, else what generate()'s steady per-frame time "
             "exceeds the parts' sum by",
         ]
@@ -235,6 +255,17 @@ class CostModel:
                 "the device's spec"
             )
         return notes
+
+
+def _starts_by_voice_samples(starts: Sequence[dict]) -> PartCurve | None:
+    """A start's milliseconds by voice samples: the median at each measured size, linear between and past them;
+    None where the file's starts do not say their samples (a file measured before they were recorded)."""
+    if not starts or any("voice_samples" not in row for row in starts):
+        return None
+    by_size: dict[int, list[float]] = {}
+    for row in starts:
+        by_size.setdefault(row["voice_samples"], []).append(row["ms"])
+    return PartCurve([(size, float(np.median(times))) for size, times in by_size.items()], "linear")
 
 
 def _other_ms(costs: dict) -> list[tuple[int, float]]:
@@ -378,7 +409,8 @@ class SimulatedRunner:
     def start_request(self, start: RequestStart) -> np.ndarray | None:
         with self.clock.stopped():
             self.owner[start.row] = start.request_id
-            self._spend(self.costs.start_seconds(start.prompt.length))
+            voices = start.prompt.input_values
+            self._spend(self.costs.start_seconds(start.prompt.length, 0 if voices is None else voices.numel()))
             if start.replay is None:
                 return None
             frames = sum(token == self.spec.diffusion_token_id for token in start.replay.tokens)
