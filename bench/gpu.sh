@@ -104,7 +104,8 @@ if ((SECONDS + 150 <= budget)); then
     [ -f "$predicted_costs" ] && predicted=(--predicted-by "$predicted_costs")
     "$python" bench/gpu_costs.py --size "$size" --device "$device" --batches "$cost_batches" \
         --diffusion-steps "$steps" --out "$out/costs/costs.json" --validate "$out/costs/validation.json" \
-        --validate-streams "$streaming" --validate-rate 2 --validate-seconds "$seconds" "${predicted[@]}" 2>&1 |
+        --validate-streams "$streaming" --validate-rate 2 --validate-seconds "$seconds" --validate-repeats 1 \
+        "${predicted[@]}" 2>&1 |
         grep -v 'Loading weights' | tee -a "$log"
     "$python" bench/simulate.py --costs "$out/costs/costs.json" --streams "$streaming" --duration 90 \
         --validation "$out/costs/validation.json" --json "$out/costs/simulated.json" 2>&1 | tee -a "$log"

@@ -200,7 +200,7 @@ def measure_serving(loaded: Any, steps: int) -> tuple[DecodeParts, list[dict], l
     decoding rows (a Poisson workload like the faithfulness check's, on another seed).
 
     On this machine's CPU a step among others costs more than the same step back to back (a start about a fifth
-    more, a decode step of several rows a tenth: the previous step's weights are no longer in the caches), and
+    more, a decode step of several rows a tenth or more: the previous step's weights are no longer in the caches), and
     serving runs them that way."""
     work = workload(24, "poisson", 1.0, seed=1, seconds=(2.0, 8.0))
     pending = deque((at, _frames(request, request.max_frames, steps)) for at, request in work)

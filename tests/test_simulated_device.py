@@ -101,6 +101,31 @@ def test_a_request_start_costs_its_prompt_embedding_where_the_file_measured_it()
     assert clock() == pytest.approx(0.3 + prefill_and_frame)
 
 
+def test_a_start_follows_its_voice_samples_where_the_file_has_them_not_its_text() -> None:
+    # One voice of 5 s and two padded to 7 s each, as a CPU measures them: the encoders' work is in the samples.
+    starts = {
+        "request_starts": [
+            {"tokens": 100, "voice_samples": 120_000, "ms": 30.0},
+            {"tokens": 101, "voice_samples": 120_000, "ms": 40.0},
+            {"tokens": 250, "voice_samples": 336_000, "ms": 140.0},
+        ]
+    }
+    model = CostModel.from_costs(SMALL | starts)
+    assert model.start_seconds(100, 120_000) == pytest.approx(0.035)  # the median of a measured size
+    assert model.start_seconds(500, 120_000) == pytest.approx(0.035)  # more text, the same voices: the same cost
+    assert model.start_seconds(100, 228_000) == pytest.approx(0.0875)  # halfway between the sizes
+    assert model.start_seconds(100, 0) == 0.0  # no voices to encode
+    assert any("voice samples" in note for note in model.assumptions)
+    clock = VirtualClock(count_host=False)
+    runner = SimulatedRunner(simulated_spec(rows=1, num_blocks=100), model, clock)
+    engine = Engine(runner, EngineConfig(slots=1), clock=clock)
+    voices = torch.zeros(()).expand(2, 1, 168_000)  # two voices padded to 7 s: 336,000 samples
+    engine.submit(GenerationRequest(PromptInputs(torch.zeros(1, 100, dtype=torch.long), voices, None), 1))
+    engine.run_until_idle()
+    prefill_and_frame = model.step_seconds(StepShape(frame_rows=1, prefill_chunks=(100,)))
+    assert clock() == pytest.approx(0.140 + prefill_and_frame)
+
+
 def test_a_packed_prefill_pays_the_fixed_part_once_a_step_and_a_forward_per_chunk_once_a_chunk() -> None:
     model = CostModel.from_costs(SMALL)
     assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(50.0)  # 10 + 0.1/token
