@@ -184,16 +184,21 @@ class CancelledAtClaim:
 def claim_job(
     database: Database, job_id: str, holder: str, stale_after: float, revision: int | None = None
 ) -> ClaimedJob | CancelledAtClaim | None:
-    """Take the job if it is queued, or running under a holder silent for `stale_after` seconds; else None.
+    """Take the job if it is queued, or claimed by a holder silent for `stale_after` seconds that had not let it run
+    yet (`waiting`); else None.
+
+    A job its silent holder let run is not taken over here (a redelivered message): it goes back through
+    `release_abandoned_jobs`, the sweepers' judgement of that holder (dead: a death charged, the job failed at the
+    limit; alive: a hand-back). Taken over here, the holder's death was never counted (a chaos soak found one job
+    killed under twice and charged once).
 
     With `revision`, only while the job is at that revision: a regeneration's message that a newer one
     superseded finds nothing to do. A queued job whose cancel was requested is marked cancelled here instead
     (`CancelledAtClaim`: the caller records what its folder holds).
     """
     now = utc_now()
-    claimable = _may(Transition.CLAIM) & (
-        (Job.state == JobState.QUEUED) | (Job.heartbeat_at < now - timedelta(seconds=stale_after))
-    )
+    silent = Job.heartbeat_at < now - timedelta(seconds=stale_after)
+    claimable = _may(Transition.CLAIM) & ((Job.state == JobState.QUEUED) | (silent & Job.waiting.is_(True)))
     if revision is not None:
         claimable = claimable & (Job.revision == revision)
     with database.session() as session:

@@ -149,6 +149,22 @@ def test_a_silent_holder_loses_its_job_to_the_sweeper(database: Database) -> Non
         assert session.get_one(Job, job_id).attempts == 2
 
 
+def test_a_redelivery_never_takes_a_job_from_a_silent_holder_that_let_it_run(database: Database) -> None:
+    """Its holder's death is the sweeper's to judge (and charge): a redelivered message that took the job over would
+    lose it. A holder silent while the job still waited for its turn had no part in it: that one is taken over."""
+    job_id = add_job(database)
+    held = job_repository.claim_job(database, job_id, "host:30:1", stale_after=60)
+    assert held is not None
+    job_repository.mark_started(database, held)
+    assert job_repository.claim_job(database, job_id, "host:31:1", stale_after=0) is None  # silent, let run
+    (released,) = job_repository.release_abandoned_jobs(database, dead_process="host:30", max_worker_deaths=3)
+    assert released.worker_deaths == 1
+    again = job_repository.claim_job(database, job_id, "host:31:1", stale_after=0)
+    assert again is not None and again.worker_deaths == 1
+    waiting_elsewhere = job_repository.claim_job(database, job_id, "host:32:1", stale_after=0)  # never let run
+    assert waiting_elsewhere is not None and waiting_elsewhere.worker_deaths == 1
+
+
 def test_a_job_whose_workers_keep_dying_is_failed_by_the_guard(database: Database) -> None:
     """Each death of its holder counts; the second (with a limit of 2) fails the job instead of queueing it."""
     job_id = add_job(database)
