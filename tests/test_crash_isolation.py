@@ -156,7 +156,10 @@ def test_a_dead_engine_ends_its_worker_which_is_restarted_and_its_jobs_run_again
     supervised = running.workers()["supervised"]
     assert (supervised["last_exit"], supervised["last_exit_status"]) == ("exit status 4 (its engine died)", 4)
     log = running.log.read_text(errors="replace")
-    assert log.count("the engine died; this worker exits so that it is restarted") == 2
+    # Each job thread that meets the dead engine says so before it ends the process; the first to end it usually
+    # silences the others, but a busy machine lets a second thread beside it say it too (the clean run of
+    # 2026-12-05: three lines for two deaths). The deaths themselves are the two restarts above.
+    assert log.count("the engine died; this worker exits so that it is restarted") >= 2
     assert "injected engine fault" in log
 
 
