@@ -32,7 +32,7 @@ import json
 import statistics
 import sys
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,7 +49,7 @@ from engine import run_engine as run_real_engine  # noqa: E402
 from engine import summarise, ttfa_percentiles, workload  # noqa: E402
 
 from models.loading import choose_device, choose_dtype  # noqa: E402
-from models.segment_io import PromptInputs, prompt_inputs  # noqa: E402
+from models.segment_io import prompt_inputs  # noqa: E402
 from models.tiny_checkpoint import random_model  # noqa: E402
 from pipeline.engine.engine import Engine, EngineConfig  # noqa: E402
 from pipeline.engine.factory import engine_for_model  # noqa: E402
@@ -118,12 +118,7 @@ class PartTimer:
 
 def _start_size(start: RequestStart) -> tuple[int, int]:
     """A start's size: its prompt tokens, and its voice samples."""
-    return start.prompt.length, _voice_samples(start.prompt)
-
-
-def _voice_samples(prompt: PromptInputs) -> int:
-    """A prompt's voice samples as the encoders take them (each voice padded to the longest): their work."""
-    return 0 if prompt.input_values is None else prompt.input_values.numel()
+    return start.prompt.length, start.prompt.voice_samples
 
 
 class DecodeParts:
@@ -156,13 +151,13 @@ class DecodeParts:
         return row | {name: round(statistics.median(values), 3) for name, values in parts.items()}
 
 
-def timed_step(engine: Engine, timer: PartTimer) -> tuple[dict[str, list[tuple[Any, ...]]], float]:
-    """One engine step: its parts as the timer saw them, and its whole milliseconds."""
+def timed_step(step: Callable[[], bool], timer: PartTimer) -> tuple[bool, dict[str, list[tuple[Any, ...]]], float]:
+    """One engine step: whether it stepped, its parts as the timer saw them, and its whole milliseconds."""
     timer._sync()
     started = time.perf_counter()
-    engine.step()
+    stepped = step()
     timer._sync()
-    return timer.take(), (time.perf_counter() - started) * 1000
+    return stepped, timer.take(), (time.perf_counter() - started) * 1000
 
 
 def _prefill_rows(step: dict[str, list[tuple[Any, ...]]]) -> list[dict]:
@@ -179,7 +174,7 @@ def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict
     handles = [submit_segment(engine, _frames(request, frames, steps)) for request in requests]
     parts = DecodeParts(steps)
     while not engine.idle:
-        step, step_ms = timed_step(engine, timer)
+        _, step, step_ms = timed_step(engine.step, timer)
         prefills.extend(_prefill_rows(step))
         parts.add(step, step_ms)
     for handle in handles:
@@ -203,23 +198,20 @@ def measure_serving(loaded: Any, steps: int) -> tuple[DecodeParts, list[dict], l
     more, a decode step of several rows a tenth or more: the previous step's weights are no longer in the caches), and
     serving runs them that way."""
     work = workload(24, "poisson", 1.0, seed=1, seconds=(2.0, 8.0))
-    pending = deque((at, _frames(request, request.max_frames, steps)) for at, request in work)
     engine = engine_for_model(loaded, EngineConfig(slots=len(work), policy="online", fixed_shapes=False))
     timer = PartTimer(engine, loaded.device)
-    parts, starts, prefills, handles = DecodeParts(steps), [], [], []
-    began = time.perf_counter()
-    while pending or not engine.idle:
-        while pending and pending[0][0] <= time.perf_counter() - began:
-            handles.append(submit_segment(engine, pending.popleft()[1], streaming=True))
-        if engine.idle:
-            time.sleep(max(0.0, pending[0][0] - (time.perf_counter() - began)))
-            continue
-        step, step_ms = timed_step(engine, timer)
-        parts.add(step, step_ms)
-        prefills.extend(_prefill_rows(step))
-        starts.extend({"tokens": t, "voice_samples": v, "ms": round(ms, 3)} for t, v, ms in step.get("start", []))
-        for handle in handles:
-            handle.drain()
+    parts, starts, prefills = DecodeParts(steps), [], []
+    step_once = engine.step
+
+    def step() -> bool:  # the engine's step, timed, as `run_real_engine` drives it
+        stepped, measured, step_ms = timed_step(step_once, timer)
+        parts.add(measured, step_ms)
+        prefills.extend(_prefill_rows(measured))
+        starts.extend({"tokens": t, "voice_samples": v, "ms": round(ms, 3)} for t, v, ms in measured.get("start", []))
+        return stepped
+
+    engine.step = step  # type: ignore[method-assign]
+    run_real_engine(engine, [(at, _frames(request, request.max_frames, steps)) for at, request in work], RealRun())
     return parts, starts, prefills
 
 
@@ -292,6 +284,7 @@ def validate(
     # costs the CPU's kernels their set-up, several times a steady step, and the cost file prices steady steps.
     # Each measured run then starts on a new engine, its policy as new as the simulation's.
     run_real_engine(engine_for_model(loaded, config), works[0], RealRun())
+    costs = CostModel.from_file(costs_path)
     real_runs, sim_runs, arrivals_by_run = [], [], []
     real_wall = sim_wall = 0.0
     for work in works:
@@ -302,14 +295,12 @@ def validate(
         real_wall += wall
         prompts = [prompt_inputs(loaded, request.text, request.voices) for _, request in work]
         arrivals = [
-            simulate.Arrival(arrival, prompt.length, request.max_frames, voice_samples=_voice_samples(prompt))
+            simulate.Arrival(arrival, prompt.length, request.max_frames, voice_samples=prompt.voice_samples)
             for (arrival, request), prompt in zip(work, prompts, strict=True)
         ]
         arrivals_by_run.append(arrivals)
         # The wall clock for the engine's host work, as the cost file's parts and the real run were timed on it.
-        sim_run = simulate.run_engine(
-            CostModel.from_file(costs_path), arrivals, config, warm_rows=(), host_clock=time.perf_counter
-        )
+        sim_run = simulate.run_engine(costs, arrivals, config, warm_rows=(), host_clock=time.perf_counter)
         sim_runs.append(sim_run.traces)
         sim_wall += sim_run.wall_s
     sim = simulate.pooled(sim_runs)

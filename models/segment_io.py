@@ -36,6 +36,11 @@ class PromptInputs:
     def length(self) -> int:
         return int(self.input_ids.shape[1])
 
+    @property
+    def voice_samples(self) -> int:
+        """The voices' samples as the encoders take them (each padded to the longest): what a start's work follows."""
+        return 0 if self.input_values is None else self.input_values.numel()
+
     def as_model_kwargs(self, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
         """The inputs as `generate()` takes them, on `device`, voice samples in `dtype`."""
         kwargs = {

@@ -409,8 +409,7 @@ class SimulatedRunner:
     def start_request(self, start: RequestStart) -> np.ndarray | None:
         with self.clock.stopped():
             self.owner[start.row] = start.request_id
-            voices = start.prompt.input_values
-            self._spend(self.costs.start_seconds(start.prompt.length, 0 if voices is None else voices.numel()))
+            self._spend(self.costs.start_seconds(start.prompt.length, start.prompt.voice_samples))
             if start.replay is None:
                 return None
             frames = sum(token == self.spec.diffusion_token_id for token in start.replay.tokens)
