@@ -7,13 +7,15 @@ The cost file has the form of `shared/device_costs/` (what `pipeline.engine.simu
 each part of the real engine's eager decode steps is timed where the runner calls it (synchronised on a GPU):
 `lm_step_ms` (one LM branch over the rows: the positive and the negative forwards, with their paged views),
 `diffusion_sampling_ms` (the whole loop), `acoustic_decode_ms`, `semantic_encode_ms`, `connectors_ms`, and `other_ms`
-(the rest of the step: token choice, the runner's own host work); medians over the steps that decoded exactly that
-many rows and neither started a request nor prefilled. Two runs give them: each batch size of `--batches` at once
-(offline policy), and a Poisson run of 24 streams as serving has them (online policy), whose row counts with at least
-`MIN_SERVING_STEPS` steps take its figures (`measured_in` says which): among other steps a step costs more than
-back to back on a CPU, whose caches the previous step has filled with other weights.
+(the rest of the step: token choice, the runner's own host work); means over the steps that decoded exactly that
+many rows and neither started a request nor prefilled (a run's time is the sum of its steps, so it follows their mean:
+a CPU's step times are skewed by stalls, which a median leaves out and the real run meets). Two kinds of run give
+them: each batch size of `--batches` at once (offline policy), and Poisson runs of 24 streams as serving has them
+(online policy, at each of `SERVING_RATES`), whose row counts with at least `MIN_SERVING_STEPS` steps take their
+figures (`measured_in` says which): among other steps a step costs more than back to back on a CPU, whose caches the
+previous step has filled with other weights.
 `prefill_chunks` holds each prefill forward (a step's prompt chunks, packed into one: its tokens in all and its
-chunks), in the batches and in a Poisson run of streams; `request_starts` each request's start in that run (its
+chunks), in the batches and in the Poisson runs; `request_starts` each request's start in those runs (its
 prompt embedded, its voices encoded, among decode steps as serving starts them), by prompt tokens and by voice samples
 (the voices as the encoders take them, padded to the longest: what the start's cost follows).
 
@@ -21,8 +23,8 @@ prompt embedded, its voices encoded, among decode steps as serving starts them),
 the simulated device priced by the file just measured (same arrivals, prompt lengths, voices, frames and engine
 settings). The real engine runs the workload once unmeasured first, on an engine it throws away: the cost file prices
 steady steps, and on a CPU the first call of each shape costs its kernels' set-up. OUT gets both runs' TTFA p50/p95
-and audio seconds per second and their relative errors. Run it on a quiet machine: the file and the real run are
-both measured on whatever else shares the cores.
+and audio seconds per second (both from the first arrival to the last frame) and their relative errors. Run it on a
+quiet machine: the file and the real run are both measured on whatever else shares the cores.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ from pipeline.engine.simulated_device import CostModel  # noqa: E402
 from pipeline.engine.step_records import RequestStart  # noqa: E402
 from pipeline.generation import SegmentRequest, submit_segment  # noqa: E402
 
-MIN_SERVING_STEPS = 5  # decode steps of one row count the serving run needs before its median replaces the batch's
+SERVING_RATES = (1.0, 3.0)  # Poisson arrivals a second of the serving runs: one holds 1 to 4 rows, the other more
+MIN_SERVING_STEPS = 5  # decode steps of one row count the serving run needs before its mean replaces the batch's
 
 
 class PartTimer:
@@ -145,10 +148,10 @@ class DecodeParts:
         parts["other_ms"].append(max(0.0, step_ms - sum(lm_ms) - sum(sums.values()) - connectors))
 
     def row(self, rows: int, measured_in: str) -> dict:
-        """The cost file's row for `rows`: each part's median over its steps."""
+        """The cost file's row for `rows`: each part's mean over its steps."""
         parts = self.by_rows[rows]
         row = {"batch_size": rows, "steps": len(parts["lm_step_ms"]), "measured_in": measured_in}
-        return row | {name: round(statistics.median(values), 3) for name, values in parts.items()}
+        return row | {name: round(statistics.fmean(values), 3) for name, values in parts.items()}
 
 
 def timed_step(step: Callable[[], bool], timer: PartTimer) -> tuple[bool, dict[str, list[tuple[Any, ...]]], float]:
@@ -165,7 +168,7 @@ def _prefill_rows(step: dict[str, list[tuple[Any, ...]]]) -> list[dict]:
 
 
 def measure_batch(loaded: Any, rows: int, frames: int, steps: int) -> tuple[dict, list[dict]]:
-    """One batch size, all at once: the median of each part over the steps that decoded `rows` rows alone, and each
+    """One batch size, all at once: the mean of each part over the steps that decoded `rows` rows alone, and each
     prefill forward's (tokens, chunks, ms). Its starts come back to back, not as serving has them: not kept."""
     engine = engine_for_model(loaded, EngineConfig(slots=rows, policy="offline", fixed_shapes=False))
     timer = PartTimer(engine, loaded.device)
@@ -192,26 +195,31 @@ def _frames(request: SegmentRequest, frames: int, steps: int) -> SegmentRequest:
 
 def measure_serving(loaded: Any, steps: int) -> tuple[DecodeParts, list[dict], list[dict]]:
     """Decode steps, request starts and prefill forwards as serving meets them: streams arriving one by one among
-    decoding rows (a Poisson workload like the faithfulness check's, on another seed).
+    decoding rows (Poisson workloads like the faithfulness check's, on other seeds, one a second and three: the
+    first rarely holds more than 4 rows, and a row count the serving runs miss takes the back-to-back figures).
 
     On this machine's CPU a step among others costs more than the same step back to back (a start about a fifth
     more, a decode step of several rows a tenth or more: the previous step's weights are no longer in the caches), and
     serving runs them that way."""
-    work = workload(24, "poisson", 1.0, seed=1, seconds=(2.0, 8.0))
-    engine = engine_for_model(loaded, EngineConfig(slots=len(work), policy="online", fixed_shapes=False))
-    timer = PartTimer(engine, loaded.device)
     parts, starts, prefills = DecodeParts(steps), [], []
-    step_once = engine.step
+    for seed, rate in enumerate(SERVING_RATES, start=1):
+        work = workload(24, "poisson", rate, seed=seed, seconds=(2.0, 8.0))
+        engine = engine_for_model(loaded, EngineConfig(slots=len(work), policy="online", fixed_shapes=False))
+        timer = PartTimer(engine, loaded.device)
+        step_once = engine.step
 
-    def step() -> bool:  # the engine's step, timed, as `run_real_engine` drives it
-        stepped, measured, step_ms = timed_step(step_once, timer)
-        parts.add(measured, step_ms)
-        prefills.extend(_prefill_rows(measured))
-        starts.extend({"tokens": t, "voice_samples": v, "ms": round(ms, 3)} for t, v, ms in measured.get("start", []))
-        return stepped
+        def step(step_once: Callable[[], bool] = step_once, timer: PartTimer = timer) -> bool:
+            # the engine's step, timed, as `run_real_engine` drives it
+            stepped, measured, step_ms = timed_step(step_once, timer)
+            parts.add(measured, step_ms)
+            prefills.extend(_prefill_rows(measured))
+            starts.extend(
+                {"tokens": t, "voice_samples": v, "ms": round(ms, 3)} for t, v, ms in measured.get("start", [])
+            )
+            return stepped
 
-    engine.step = step  # type: ignore[method-assign]
-    run_real_engine(engine, [(at, _frames(request, request.max_frames, steps)) for at, request in work], RealRun())
+        engine.step = step  # type: ignore[method-assign]
+        run_real_engine(engine, [(at, _frames(request, request.max_frames, steps)) for at, request in work], RealRun())
     return parts, starts, prefills
 
 
@@ -235,8 +243,8 @@ def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str)
         "what": (
             f"Parts of the engine's eager decode step and its prefill, timed where the real runner calls them "
             f"(bench/gpu_costs.py), {size} model with random weights, {str(loaded.dtype).removeprefix('torch.')}, "
-            f"on {name}; medians over the steps that decoded exactly batch_size rows and neither started a request nor "
-            f"prefilled, at once (measured_in batch) or in a Poisson run of streams (serving). "
+            f"on {name}; means over the steps that decoded exactly batch_size rows and neither started a request nor "
+            f"prefilled, at once (measured_in batch) or in Poisson runs of streams (serving). "
             f"diffusion_sampling_ms is scaled to 10 steps from the {steps} run."
         ),
         "measured": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -249,8 +257,8 @@ def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str)
         "notes": [
             "other_ms: the rest of a decode step (token choice, the runner's own host work) beyond the timed parts.",
             "prefill_chunks: each step's prompt chunks through the LM (one packed forward), in the batches and in a "
-            "Poisson run of 24 streams; request_starts: each request's prompt embedded (its voices through the "
-            "acoustic and semantic encoders) when it takes its row, in that Poisson run (starts among decode steps, "
+            "Poisson runs of 24 streams; request_starts: each request's prompt embedded (its voices through the "
+            "acoustic and semantic encoders) when it takes its row, in those Poisson runs (starts among decode steps, "
             "as serving has them), with its voice samples (padded to the longest voice: the encoders' work).",
             "On a GPU the cost model also needs the device's spec figures (bf16_dense_tflops_spec, hbm_tb_s_spec) "
             "and the model's shapes for its memory-traffic bound; this script does not know them.",
@@ -291,7 +299,7 @@ def validate(
         started = time.perf_counter()
         timelines = run_real_engine(engine_for_model(loaded, config), work, RealRun())
         wall = time.perf_counter() - started
-        real_runs.append((timelines, summarise(timelines, wall, 0)))
+        real_runs.append((timelines, summarise(timelines, _span(timelines), 0)))
         real_wall += wall
         prompts = [prompt_inputs(loaded, request.text, request.voices) for _, request in work]
         arrivals = [
@@ -335,6 +343,13 @@ def validate(
         }
     print(f"# validation: {report}", flush=True)
     return report
+
+
+def _span(timelines: list[Any]) -> float:
+    """Seconds from the first arrival to the last frame: what the simulation's audio seconds per second divide by.
+    The wall clock around a real run also holds the engine's construction (its K/V pool allocated), which the
+    simulation has none of: 0.3 s on this CPU for the check's 8 slots, about 7% of a run."""
+    return max(t.frames[-1] for t in timelines if t.frames) - min(t.arrival for t in timelines)
 
 
 def main(argv: list[str] | None = None) -> None:
