@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import simulate  # noqa: E402  (bench/simulate.py)
 from engine import EngineRun as RealRun  # noqa: E402  (bench/engine.py)
+from engine import Timeline, summarise, ttfa_percentiles, workload  # noqa: E402
 from engine import run_engine as run_real_engine  # noqa: E402
-from engine import summarise, ttfa_percentiles, workload  # noqa: E402
 
 from models.loading import choose_device, choose_dtype  # noqa: E402
 from models.segment_io import prompt_inputs  # noqa: E402
@@ -256,7 +256,7 @@ def measure(loaded: Any, batches: list[int], frames: int, steps: int, size: str)
         "device": {"name": name},
         "notes": [
             "other_ms: the rest of a decode step (token choice, the runner's own host work) beyond the timed parts.",
-            "prefill_chunks: each step's prompt chunks through the LM (one packed forward), in the batches and in a "
+            "prefill_chunks: each step's prompt chunks through the LM (one packed forward), in the batches and in "
             "Poisson runs of 24 streams; request_starts: each request's prompt embedded (its voices through the "
             "acoustic and semantic encoders) when it takes its row, in those Poisson runs (starts among decode steps, "
             "as serving has them), with its voice samples (padded to the longest voice: the encoders' work).",
@@ -345,7 +345,7 @@ def validate(
     return report
 
 
-def _span(timelines: list[Any]) -> float:
+def _span(timelines: list[Timeline]) -> float:
     """Seconds from the first arrival to the last frame: what the simulation's audio seconds per second divide by.
     The wall clock around a real run also holds the engine's construction (its K/V pool allocated), which the
     simulation has none of: 0.3 s on this CPU for the check's 8 slots, about 7% of a run."""
