@@ -90,10 +90,15 @@ def test_a_new_seed_regenerates_only_that_turns_segment(stack, alice: httpx.Clie
     events = read_events(alice, job_id)
     assert events[-1][0] == "state" and events[-1][1]["state"] == "done", events[-1]
     assert [data["index"] for name, data in events if name == "segment"] == [1]
-    # its progress is the regenerated segment's alone: from 0 of one segment, not the episode's 99% from the start
+    # its progress is the regenerated segment's alone: frames of one segment, not the episode's 99% from the start
+    # (the client connects while the worker runs, so the first figure it reads may already be past 0: the clean run
+    # of 2026-12-05 read 25; what the figures count is the point)
     progress = [data for name, data in events if name == "progress"]
     assert progress and all(data["segments"] == 1 for data in progress), progress
-    assert progress[0]["frames_done"] == 0 and progress[0]["frames_planned"] < job["progress"]["frames_planned"] / 2
+    episode_frames = job["progress"]["frames_planned"]
+    assert all(data["frames_planned"] < episode_frames / 2 for data in progress), progress  # the plan: an estimate
+    done = [data["frames_done"] for data in progress]
+    assert done == sorted(done), progress
 
     after = segment_files(stack, job_id)
     assert after[0] == before[0] and after[2] == before[2]  # same bytes, never rewritten
