@@ -47,6 +47,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models.family import SIZES
+from models.host_memory import release_freed_memory
 from models.loading import LoadedModel, choose_device, choose_dtype  # noqa: E402
 from models.reference import reference_generate_segment  # noqa: E402
 from models.segment_io import prompt_inputs
@@ -119,6 +120,7 @@ class PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
+            release_freed_memory()  # what an earlier path freed and the process kept is not this one's
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
         return self

@@ -21,10 +21,12 @@ prompt embedded, its voices encoded, among decode steps as serving starts them),
 
 `--validate OUT`: the faithfulness check. One Poisson workload of streams runs through the real engine, then through
 the simulated device priced by the file just measured (same arrivals, prompt lengths, voices, frames and engine
-settings). The real engine runs the workload once unmeasured first, on an engine it throws away: the cost file prices
-steady steps, and on a CPU the first call of each shape costs its kernels' set-up. OUT gets both runs' TTFA p50/p95
-and audio seconds per second (both from the first arrival to the last frame) and their relative errors. Run it on a
-quiet machine: the file and the real run are both measured on whatever else shares the cores.
+settings; each simulated start drawn from the file's measured starts of its size, as real starts vary, in
+`START_DRAWS` simulated runs of each workload). The real engine runs the workload once unmeasured first, on an
+engine it throws away: the cost file prices steady steps, and on a CPU the first call of each shape costs its
+kernels' set-up. OUT gets both runs' TTFA p50/p95 and audio seconds per second (both from the first arrival to the
+last frame) and their relative errors. Run it on a quiet machine: the file and the real run are both measured on
+whatever else shares the cores.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ from pipeline.engine.simulated_device import CostModel  # noqa: E402
 from pipeline.engine.step_records import RequestStart  # noqa: E402
 from pipeline.generation import SegmentRequest, submit_segment  # noqa: E402
 
-SERVING_RATES = (1.0, 3.0)  # Poisson arrivals a second of the serving runs: one holds 1 to 4 rows, the other more
+SERVING_RATES = (1.0, 2.0, 3.0)  # Poisson arrivals a second of the serving runs: from 1 to 4 rows to 7 or more
+START_DRAWS = 4  # simulated runs of each workload, each drawing its starts anew: the figures are over all of them
 MIN_SERVING_STEPS = 5  # decode steps of one row count the serving run needs before its mean replaces the batch's
 
 
@@ -195,8 +198,8 @@ def _frames(request: SegmentRequest, frames: int, steps: int) -> SegmentRequest:
 
 def measure_serving(loaded: Any, steps: int) -> tuple[DecodeParts, list[dict], list[dict]]:
     """Decode steps, request starts and prefill forwards as serving meets them: streams arriving one by one among
-    decoding rows (Poisson workloads like the faithfulness check's, on other seeds, one a second and three: the
-    first rarely holds more than 4 rows, and a row count the serving runs miss takes the back-to-back figures).
+    decoding rows (Poisson workloads like the faithfulness check's, on other seeds, one, two and three a second:
+    the first rarely holds more than 4 rows, and a row count the serving runs miss takes the back-to-back figures).
 
     On this machine's CPU a step among others costs more than the same step back to back (a start about a fifth
     more, a decode step of several rows a tenth or more: the previous step's weights are no longer in the caches), and
@@ -281,8 +284,10 @@ def validate(
 ) -> dict:
     """A Poisson workload through the real engine and through the simulated device with `costs_path`, on `repeats`
     seeds (7 onward) whose requests are pooled: with 8 streams a run's p95 is its slowest request, and the real
-    engine's own p95 moves by a fifth from one run to the next. With `predicted_by`, an earlier cost file simulated
-    too: what the simulation predicted before this device was measured."""
+    engine's own p95 moves by a fifth or more from one run to the next (eight runs pool 64 requests: the p95 is the
+    fourth slowest). Each workload is simulated `START_DRAWS` times, its starts drawn anew each time: the simulated
+    figures are then what the measured starts give on average, not one draw's luck. With `predicted_by`, an earlier
+    cost file simulated too: what the simulation predicted before this device was measured."""
     config = EngineConfig(slots=streams, policy="online", fixed_shapes=False)
     works = []
     for seed in range(7, 7 + repeats):
@@ -295,7 +300,7 @@ def validate(
     costs = CostModel.from_file(costs_path)
     real_runs, sim_runs, arrivals_by_run = [], [], []
     real_wall = sim_wall = 0.0
-    for work in works:
+    for seed, work in enumerate(works, start=7):
         started = time.perf_counter()
         timelines = run_real_engine(engine_for_model(loaded, config), work, RealRun())
         wall = time.perf_counter() - started
@@ -308,10 +313,15 @@ def validate(
         ]
         arrivals_by_run.append(arrivals)
         # The wall clock for the engine's host work, as the cost file's parts and the real run were timed on it.
-        sim_run = simulate.run_engine(costs, arrivals, config, warm_rows=(), host_clock=time.perf_counter)
-        sim_runs.append(sim_run.traces)
-        sim_wall += sim_run.wall_s
-    sim = simulate.pooled(sim_runs)
+        draws = [
+            simulate.run_engine(
+                costs, arrivals, config, warm_rows=(), host_clock=time.perf_counter, start_seed=100 * seed + draw
+            )
+            for draw in range(START_DRAWS)
+        ]
+        sim_runs.append([run.traces for run in draws])
+        sim_wall += statistics.fmean(run.wall_s for run in draws)
+    sim = simulate.pooled([traces for draws_of_run in sim_runs for traces in draws_of_run])
     real_p50, real_p95 = ttfa_percentiles([timeline for timelines, _ in real_runs for timeline in timelines])
     real_audio = statistics.mean(figures.rtf for _, figures in real_runs)
     pairs = {
@@ -321,19 +331,25 @@ def validate(
     }
     report = {
         "workload": f"{streams} streams of {seconds[0]:g} to {seconds[1]:g} s, Poisson at {rate:g}/s, {steps} "
-        f"diffusion steps, {streams} slots, online policy, eager step; {repeats} runs (seeds 7 onward) pooled",
+        f"diffusion steps, {streams} slots, online policy, eager step; {repeats} runs (seeds 7 onward) pooled, "
+        f"each simulated with {START_DRAWS} draws of its starts",
         "costs": str(costs_path),
         "real": {name: round(real_value, 4) for name, (real_value, _) in pairs.items()},
         "simulated": {name: round(sim_value, 4) for name, (_, sim_value) in pairs.items()},
         "relative_error": {name: round((b - a) / a, 4) for name, (a, b) in pairs.items()},
         "real_p95_by_run": [round(ttfa_percentiles(timelines)[1], 4) for timelines, _ in real_runs],
-        "simulated_p95_by_run": [round(simulate.figures(traces).ttfa_p95_s, 4) for traces in sim_runs],
+        "simulated_p95_by_run": [round(simulate.pooled(draws).ttfa_p95_s, 4) for draws in sim_runs],
         "real_wall_s": round(real_wall, 2),
         "simulated_wall_s": round(sim_wall, 2),
     }
     if predicted_by is not None:
         earlier_model = CostModel.from_file(predicted_by)
-        earlier = simulate.pooled([simulate.run_engine(earlier_model, a, config).traces for a in arrivals_by_run])
+        earlier = simulate.pooled(
+            [
+                simulate.run_engine(earlier_model, arrivals, config, start_seed=seed).traces
+                for seed, arrivals in enumerate(arrivals_by_run, start=7)
+            ]
+        )
         predicted = {"ttfa_p50_s": earlier.ttfa_p50_s, "ttfa_p95_s": earlier.ttfa_p95_s}
         predicted["audio_s_per_s"] = earlier.audio_s_per_s
         report["predicted_by"] = str(predicted_by)
@@ -365,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--validate-streams", type=int, default=8)
     parser.add_argument("--validate-rate", type=float, default=2.0, help="Poisson arrivals per second")
     parser.add_argument("--validate-seconds", default="2,8", help="shortest,longest audio per stream")
-    parser.add_argument("--validate-repeats", type=int, default=3, help="runs of the workload, seeds 7 onward, pooled")
+    parser.add_argument("--validate-repeats", type=int, default=8, help="runs of the workload, seeds 7 onward, pooled")
     parser.add_argument("--predicted-by", type=Path, default=None, help="validate: also simulate with this cost file")
     args = parser.parse_args(argv)
     device = choose_device(args.device)

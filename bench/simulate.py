@@ -162,8 +162,10 @@ def run_engine(
     warm_rows: tuple[int, ...] = (1, 16, 64, 256),
     on_step: Callable[[float, int], None] | None = None,
     host_clock: Callable[[], float] = time.thread_time,
+    start_seed: int = 0,
 ) -> EngineRun:
-    """`work` through the real engine on the simulated device; `on_step(now, decode rows)` after each step.
+    """`work` through the real engine on the simulated device; `on_step(now, decode rows)` after each step; each
+    request's start drawn from the cost file's measured starts with `start_seed` (where it has them).
 
     The online policy learns a step's cost by its rows from the steps it runs; a worker's warm-up step does the
     same for `warm_rows` before the first request (so admission knows the cost of a full step from the start).
@@ -172,7 +174,9 @@ def run_engine(
     """
     clock = VirtualClock(real=host_clock)
     blocks = int(kv_gib * 2**30 / (config.block_size * _bytes_per_token(costs)))
-    runner = SimulatedRunner(simulated_spec(config.slots, blocks, config.block_size), costs, clock)
+    runner = SimulatedRunner(
+        simulated_spec(config.slots, blocks, config.block_size), costs, clock, start_seed=start_seed
+    )
     engine = Engine(runner, config, clock=clock)
     for rows in warm_rows:
         if rows <= config.slots:

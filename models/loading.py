@@ -28,6 +28,7 @@ from transformers.utils import logging as transformers_logging
 
 from models.checkpoint_layout import hf_config_from_original, is_original_config, original_key_mapping
 from models.family import model_context
+from models.host_memory import keep_freed_memory
 from script_text.plan import ModelContext
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ class LoadedModel:
     layout: Layout
     device: torch.device
     dtype: torch.dtype
+
+    def __post_init__(self) -> None:
+        if self.device.type == "cpu":  # its tensor work reuses freed memory instead of faulting in fresh pages
+            keep_freed_memory()
 
     @property
     def is_tiny_random(self) -> bool:

@@ -126,6 +126,40 @@ def test_a_start_follows_its_voice_samples_where_the_file_has_them_not_its_text(
     assert clock() == pytest.approx(0.140 + prefill_and_frame)
 
 
+def test_a_seeded_runner_draws_each_start_from_the_measured_starts_with_their_spread() -> None:
+    # A CPU's starts of one size are skewed (most near the median, a few twice it): the median alone would price
+    # none of the slow ones that make the tail of time to first audio.
+    measured = [30.0, 32.0, 34.0, 36.0, 80.0]
+    starts = {"request_starts": [{"tokens": 100, "voice_samples": 120_000, "ms": ms} for ms in measured]}
+    model = CostModel.from_costs(SMALL | starts)
+    assert model.start_seconds(100, 120_000) == pytest.approx(0.034)  # no draw: the median
+    assert model.start_seconds(100, 120_000, draw=0.0) == pytest.approx(0.030)  # the quickest
+    assert model.start_seconds(100, 120_000, draw=0.999) == pytest.approx(0.080)  # the slowest
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        model.start_seconds(100, 120_000, draw=1.0)
+
+    prefill_and_frame = model.step_seconds(StepShape(frame_rows=1, prefill_chunks=(100,)))
+
+    def priced_starts(seed: int | None) -> list[float]:
+        clock = VirtualClock(count_host=False)
+        runner = SimulatedRunner(simulated_spec(rows=1, num_blocks=100), model, clock, start_seed=seed)
+        engine = Engine(runner, EngineConfig(slots=1), clock=clock)
+        voices = torch.zeros(()).expand(1, 1, 120_000)
+        priced = []
+        for _ in range(400):
+            before = clock()
+            engine.submit(GenerationRequest(PromptInputs(torch.zeros(1, 100, dtype=torch.long), voices, None), 1))
+            engine.run_until_idle()
+            priced.append(round((clock() - before - prefill_and_frame) * 1000, 6))
+        return priced
+
+    drawn = priced_starts(seed=3)
+    assert set(drawn) == set(measured)  # each one a measured start, and every one of them drawn
+    assert sum(drawn) / len(drawn) == pytest.approx(sum(measured) / len(measured), rel=0.1)  # their mean
+    assert priced_starts(seed=3) == drawn  # a seed prices a run the same each time
+    assert set(priced_starts(seed=None)) == {34.0}
+
+
 def test_a_packed_prefill_pays_the_fixed_part_once_a_step_and_a_forward_per_chunk_once_a_chunk() -> None:
     model = CostModel.from_costs(SMALL)
     assert model.step_seconds(StepShape(prefill_chunks=(100, 300))) * 1000 == pytest.approx(50.0)  # 10 + 0.1/token

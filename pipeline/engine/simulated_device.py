@@ -33,8 +33,10 @@ size, and prefill costs). Where nothing was measured it assumes, and `CostModel.
   (`packed_prefill`; off, a forward per chunk, as the runner did before);
   a request's start (its prompt embedded, its voices encoded) costs what the file's `request_starts` give for
   its voice samples (the voices as the encoders take them, padded to the longest: the work is there, not in the
-  text's tokens), linear between the measured sizes and on the last slope past them; an older file without
-  samples gives a line through its starts by prompt tokens; a file without starts, nothing (the H200 file's
+  text's tokens), linear between the measured sizes and on the last slope past them: with a seeded runner a
+  draw from the measured starts (the same place among each size's starts), so that their spread reaches the
+  tail of time to first audio as the real starts' does; unseeded, their median. An older file without samples
+  gives a line through its starts by prompt tokens; a file without starts, nothing (the H200 file's
   `generate()` prefill figures include the voices' encoding).
 
 It imports torch only because the engine's records carry tensors (latents, noise); it creates none per step.
@@ -43,6 +45,7 @@ It imports torch only because the engine's records carry tensors (latents, noise
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -140,7 +143,7 @@ class CostModel:
     source: str
     start_fixed_ms: float = 0.0  # a request's start (prompt embedded, voices encoded), by prompt tokens
     start_ms_per_token: float = 0.0
-    start_by_voice_samples: PartCurve | None = None  # the same, by voice samples: where the file has them
+    start_by_voice_samples: StartCosts | None = None  # the same, by voice samples: where the file has them
     assumptions: list[str] = field(default_factory=list)
     # The runner prefills all of a step's prompt chunks in one packed forward, paying the fixed part once a step;
     # False models a forward per chunk (the runner before packing), for comparing the two.
@@ -202,10 +205,11 @@ class CostModel:
             return 0.0
         return min(cost(batch) for batch in [rows, *(b for b in self.parts["lm_step_ms"].batches if b > rows)])
 
-    def start_seconds(self, prompt_tokens: int, voice_samples: int = 0) -> float:
-        """A request taking its row: its prompt embedded (its `voice_samples` encoded), before any prefill chunk."""
+    def start_seconds(self, prompt_tokens: int, voice_samples: int = 0, draw: float | None = None) -> float:
+        """A request taking its row: its prompt embedded (its `voice_samples` encoded), before any prefill chunk;
+        `draw` in [0, 1) picks among the measured starts (see `StartCosts`), None takes their median."""
         if self.start_by_voice_samples is not None:
-            return self.start_by_voice_samples(voice_samples) / 1000 if voice_samples else 0.0
+            return self.start_by_voice_samples(voice_samples, draw) / 1000 if voice_samples else 0.0
         return (self.start_fixed_ms + self.start_ms_per_token * prompt_tokens) / 1000
 
     def replay_seconds(self, frames: int) -> float:
@@ -222,10 +226,11 @@ class CostModel:
     def _start_assumption(self, costs: dict) -> str:
         curve = self.start_by_voice_samples
         if curve is not None:
-            sizes = ", ".join(f"{size:,}" for size in curve.batches)
+            sizes = ", ".join(f"{size:,}" for size in curve.sizes)
             return (
                 f"a request's start (prompt embedded, voices encoded) by its voice samples, padded as the encoders "
-                f"take them: measured at {sizes}; linear between, the last slope past them, the smallest's below"
+                f"take them: measured at {sizes}; linear between, the last slope past them, the smallest's below; "
+                "a seeded run draws each start from the measured ones, an unseeded one takes their median"
             )
         return (
             f"a request's start (prompt embedded, voices encoded): {self.start_fixed_ms:.2f} ms + "
@@ -257,15 +262,40 @@ class CostModel:
         return notes
 
 
-def _starts_by_voice_samples(starts: Sequence[dict]) -> PartCurve | None:
-    """A start's milliseconds by voice samples: the median at each measured size, linear between and past them;
-    None where the file's starts do not say their samples (a file measured before they were recorded)."""
+class StartCosts:
+    """A request start's milliseconds by its voice samples, from the starts a cost file measured at each size.
+
+    A draw in [0, 1) takes the start at that place among each measured size's starts (sorted), linear between the
+    sizes, on the last slope past them and the smallest's below: a resample of what was measured, so a run of
+    draws has the measured mean and spread (a CPU's starts are skewed: a slow one costs twice the median, and
+    the tail of time to first audio is made of them). No draw: each size's median."""
+
+    def __init__(self, by_size: dict[int, list[float]]) -> None:
+        self.by_size = {size: sorted(times) for size, times in sorted(by_size.items())}
+
+    @property
+    def sizes(self) -> list[int]:
+        return list(self.by_size)
+
+    def __call__(self, voice_samples: int, draw: float | None = None) -> float:
+        if draw is not None and not 0.0 <= draw < 1.0:
+            raise ValueError(f"a start's draw is in [0, 1), not {draw}")
+        points = [
+            (size, float(np.median(times)) if draw is None else times[int(draw * len(times))])
+            for size, times in self.by_size.items()
+        ]
+        return PartCurve(points, "linear")(voice_samples)
+
+
+def _starts_by_voice_samples(starts: Sequence[dict]) -> StartCosts | None:
+    """The file's starts by voice samples; None where they do not say their samples (a file measured before they
+    were recorded)."""
     if not starts or any("voice_samples" not in row for row in starts):
         return None
     by_size: dict[int, list[float]] = {}
     for row in starts:
         by_size.setdefault(row["voice_samples"], []).append(row["ms"])
-    return PartCurve([(size, float(np.median(times))) for size, times in by_size.items()], "linear")
+    return StartCosts(by_size)
 
 
 def _other_ms(costs: dict) -> list[tuple[int, float]]:
@@ -375,12 +405,22 @@ class SimulatedRunner:
 
     `scripts` (request id -> tokens) makes a request choose other tokens first (a speech start, an early eos),
     as the lifecycle tests' fake runner does; after its script a request makes frames until the engine ends it.
+    `start_seed` draws each start's cost from the cost file's measured starts (see `StartCosts`); None prices each
+    at their median.
     """
 
-    def __init__(self, spec: RunnerSpec, costs: CostModel, clock: VirtualClock, samples_per_frame: int = 3200) -> None:
+    def __init__(
+        self,
+        spec: RunnerSpec,
+        costs: CostModel,
+        clock: VirtualClock,
+        samples_per_frame: int = 3200,
+        start_seed: int | None = None,
+    ) -> None:
         self.spec = spec
         self.costs = costs
         self.clock = clock
+        self._start_draws = None if start_seed is None else random.Random(start_seed)
         self.scripts: dict[int, list[int]] = {}
         self.chosen: dict[int, int] = {}  # request id -> tokens chosen since it was submitted
         self.owner: dict[int, int] = {}  # row -> request
@@ -409,7 +449,8 @@ class SimulatedRunner:
     def start_request(self, start: RequestStart) -> np.ndarray | None:
         with self.clock.stopped():
             self.owner[start.row] = start.request_id
-            self._spend(self.costs.start_seconds(start.prompt.length, start.prompt.voice_samples))
+            draw = None if self._start_draws is None else self._start_draws.random()
+            self._spend(self.costs.start_seconds(start.prompt.length, start.prompt.voice_samples, draw))
             if start.replay is None:
                 return None
             frames = sum(token == self.spec.diffusion_token_id for token in start.replay.tokens)
