@@ -14,7 +14,6 @@ what a step frees.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -53,12 +52,12 @@ def release_freed_memory() -> None:
 
 
 def _glibc_call(name: str) -> Callable[..., int] | None:
-    """The C library's function `name` taking ints, or None (logged) where it has none."""
-    library = ctypes.util.find_library("c")
+    """The C library's function `name` taking ints, or None (logged) where it has none. Looked up among the
+    process's own symbols (`CDLL(None)`), where the C library it runs on is: no search, no subprocess."""
     try:
-        call = getattr(ctypes.CDLL(library), name)
-    except (OSError, AttributeError, TypeError):
-        logger.info("C allocator left as it is", extra={"reason": f"no {name} in the C library {library!r}"})
+        call = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        logger.info("C allocator left as it is", extra={"reason": f"no {name} in this process's C library"})
         return None
     call.argtypes = (ctypes.c_int, ctypes.c_int) if name == "mallopt" else (ctypes.c_size_t,)
     return call
