@@ -1552,9 +1552,9 @@ def test_a_job_sent_elsewhere_and_opened_from_history_is_heard_with_its_turns_na
     stack: ServiceStack, worker: None, open_studio, voice_wav: Path
 ) -> None:  # type: ignore[no-untyped-def]
     """The page has no script of a job sent through the api: the api's plan of the job names what is heard."""
-    settings = {"diffusion_steps": 50}  # slow enough to be opened while it generates
+    settings = {"diffusion_steps": 50}  # with 24 turns, slow enough to be opened while it generates
     key, client, job_id = sent_through_api(
-        stack, "elsewhere", voice_wav, mode="turns", title="From the api", settings=settings
+        stack, "elsewhere", voice_wav, script=LONG_SCRIPT * 3, mode="turns", title="From the api", settings=settings
     )
     page = open_studio(key)
     page.get_by_role("tab", name="History").click()
