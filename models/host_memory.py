@@ -14,6 +14,7 @@ what a step frees.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 from collections.abc import Callable
 
@@ -24,22 +25,17 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 32 * 2**20  # glibc's ceiling for it on a 64-bit system: blocks above it are still mapped
 TRIM_THRESHOLD_BYTES = 2**30  # free memory kept at the heap's top before it goes back to the kernel
 
-_kept = False
 
-
+@functools.cache
 def keep_freed_memory() -> bool:
     """Make this process's glibc keep freed blocks for reuse (once per process); False where the C library is not
     glibc or refuses the setting, which leaves its defaults: slower tensor work on the CPU, nothing wrong."""
-    global _kept
-    if _kept:
-        return True
     mallopt = _glibc_call("mallopt")
     if mallopt is None:
         return False
     if not (mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)):
         logger.info("C allocator left as it is", extra={"reason": "mallopt refused the thresholds"})
         return False
-    _kept = True
     return True
 
 
@@ -51,6 +47,7 @@ def release_freed_memory() -> None:
         trim(0)
 
 
+@functools.cache
 def _glibc_call(name: str) -> Callable[..., int] | None:
     """The C library's function `name` taking ints, or None (logged) where it has none. Looked up among the
     process's own symbols (`CDLL(None)`), where the C library it runs on is: no search, no subprocess."""

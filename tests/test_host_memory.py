@@ -55,8 +55,7 @@ def test_a_warm_start_on_the_cpu_faults_in_almost_no_pages() -> None:
     engine.runner.start_request = counted  # type: ignore[method-assign]
     for _ in range(6):
         handle = submit_segment(engine, request)
-        while not engine.idle:
-            engine.step()
+        engine.run_until_idle()
         handle.drain()
     assert len(faults) == 6
     # the first two set the heap up; after them a start now and then still finds a block gone (a few thousand pages)

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from core.models import Job, JobSegment
 from tests.service_client import read_events, upload_voice, wait_for
+from tests.waiting import wait_until
 
 FAST = {"diffusion_steps": 2, "seed": 3}
 # turns mode: three segments (one per turn) and a 1 s pause between the second and the third.
@@ -318,15 +319,16 @@ def test_a_job_whose_segments_the_retention_policy_removed_says_so_and_refuses_r
     job_id = job["id"]
     assert job["regenerable"] and job["intermediates_removed_at"] is None
     deadline = time.monotonic() + 30
-    while (job := client.get(f"/v1/jobs/{job_id}").json())["regenerable"]:
-        assert time.monotonic() < deadline, job
-        time.sleep(0.2)
+
+    def claimed() -> dict | None:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        return None if job["regenerable"] else job
+
+    job = wait_until(claimed, "the sweeper's claim on the job's segments", timeout=30, interval=0.2)
     assert job["state"] == "done" and job["intermediates_removed_at"] is not None
     # The sweeper claims the job first (no regeneration may start on files being removed), then removes them.
     segments = stack.root / "data" / "jobs" / job_id / "segments"
-    while segments.exists():
-        assert time.monotonic() < deadline, f"{segments} is still there after the claim"
-        time.sleep(0.2)
+    wait_until(lambda: not segments.exists(), f"{segments} removed after the claim", deadline - time.monotonic(), 0.2)
     assert client.get(f"/v1/jobs/{job_id}/audio.wav").status_code == 200
     assert client.get(f"/v1/jobs/{job_id}/segments/0/audio").status_code == 404
     refused = client.post(f"/v1/jobs/{job_id}/turns/1/regenerate", json={})
