@@ -54,6 +54,7 @@ STUDIO_CSS = """
    a shown one brings its own margins. */
 #regeneration-talk { gap: 0; }
 #regeneration-talk > .block:has(> .html-container > .prose:empty) { display: none; }
+#episode-redraw { display: none; }
 #regeneration-talk > .row { gap: var(--spacing-md); }
 #regeneration-talk > .row:has(button) { margin: .4em 0; }
 .vx-intro { margin: .2em 0 .6em; font-size: var(--text-md); }
@@ -211,6 +212,22 @@ if (vxWanted in vxScreens && vxWanted !== 'write') {
   });
   opener.observe(document.documentElement, {subtree: true, childList: true, attributes: true});
 }
+// Gradio now and then leaves Listen's episode box blank when the screen is first drawn as the job's update arrives
+// (after a reload on a busy machine: the update carried the episode, the box holds nothing, not even its empty
+// text). A box still blank a second later is drawn again by the studio (hidden `#episode-redraw`), a few times at most.
+let vxRedraws = 0;
+const vxBlankSince = {};
+setInterval(() => {
+  const box = document.querySelector('#episode .prose');
+  const shown = box !== null && box.offsetParent !== null;
+  const blank = shown && box.childElementCount === 0 && box.textContent.trim() === '';
+  if (!blank) { delete vxBlankSince.episode; return; }
+  vxBlankSince.episode ??= performance.now();
+  if (performance.now() - vxBlankSince.episode < 1000 || vxRedraws >= 3) return;
+  vxRedraws += 1;
+  delete vxBlankSince.episode;
+  document.querySelector('#episode-redraw')?.click();
+}, 250);
 let vxErrorsSeen = new Set();
 new MutationObserver(() => requestAnimationFrame(() => {
   const shown = [...document.querySelectorAll('.vx-field-error, .vx-question')]

@@ -20,7 +20,7 @@ from webui.assets import EPISODE_PLAYER_JS
 from webui.buttons import button_hidden, button_shown
 from webui.context import StudioContext
 from webui.render import EMPTY_EPISODE_HTML, field_error, notice, regeneration_plan_html
-from webui.views.screens import Screens, follow_updates, listen_components, show_episode
+from webui.views.screens import Screens, follow_updates, forget_episode, listen_components, show_episode
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class FinishView:
     downloads: gr.HTML  # links to the episode's files (`downloads_html`)
     job: gr.State  # id of the job shown
     pending: gr.State  # the regeneration waiting for Confirm: {"turn": int, "text": str | None}
+    redraw: gr.Button  # hidden: pressed by the page when Gradio left the episode's box blank (PAGE_HEAD)
 
 
 def build_finish() -> FinishView:
@@ -70,9 +71,10 @@ def build_finish() -> FinishView:
             keep_new = gr.Button("Keep the new take", size="sm", visible=False, elem_id="keep-new")
             keep_previous = gr.Button("Keep the earlier take", size="sm", visible=False, elem_id="keep-previous")
     downloads = gr.HTML(elem_id="downloads")
+    redraw = gr.Button("Draw the episode again", elem_id="episode-redraw")
     return FinishView(
         episode, turn, new_text, regenerate, problem, plan, confirm, cancel, status, takes, keep_new, keep_previous,
-        downloads, gr.State(None), gr.State(None),
+        downloads, gr.State(None), gr.State(None), redraw,
     )  # fmt: skip
 
 
@@ -89,6 +91,20 @@ def plan_closed(finish: FinishView) -> dict[Any, Any]:
 
 def wire_finish(screens: Screens, context: StudioContext) -> None:
     finish = screens.finish
+
+    async def redraw(key: str | None, job_id: str | None) -> dict[Any, Any]:
+        """Listen drawn again as it should be: the episode of the job shown, or the empty box."""
+        if job_id is None:
+            return forget_episode(screens)
+        try:
+            job = await context.api(key).job(job_id)
+        except StudioApiError as error:
+            return {finish.problem: field_error(error.message)}
+        return await show_episode(screens, context, key, job)
+
+    finish.redraw.click(
+        redraw, inputs=[screens.key, finish.job], outputs=listen_components(finish), show_progress="hidden"
+    )
 
     async def start(key: str, job_id: str, turn: int, text: str | None) -> AsyncIterator[dict[Any, Any]]:
         """Regenerate, then follow the job until the episode is assembled again and show it."""
