@@ -1506,6 +1506,23 @@ def assert_no_gap_above_downloads(page) -> None:  # type: ignore[no-untyped-def]
     assert gap < 40, f"{gap:.0f} px blank above Downloads: {between}"
 
 
+def test_an_episode_box_left_blank_is_drawn_again(
+    stack: ServiceStack, worker: None, open_studio, voice_wav: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Gradio now and then leaves Listen's episode box blank when a reload draws the screen as the episode arrives;
+    the page has the studio draw it again. Blanked here by hand, the box comes back with the episode."""
+    key, client, job_id = sent_through_api(stack, "redrawer", voice_wav, title="Drawn again")
+    assert wait_for(client, job_id, {"done"}, timeout=SLOW / 1000)["state"] == "done"
+    page = open_studio(key)
+    page.get_by_role("tab", name="History").click()
+    history_rows(page).filter(has_text="Drawn again").get_by_role("gridcell").first.click()
+    episode = page.locator(f'#episode .vx-episode[data-job="{job_id}"]')
+    expect(episode).to_be_visible()
+    page.evaluate("document.querySelector('#episode .prose').replaceChildren()")
+    expect(episode).to_have_count(0)
+    expect(episode).to_be_visible()
+
+
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
 def test_a_reload_brings_back_the_finished_job_on_the_screen_the_producer_was_on(
     stack: ServiceStack, worker: None, open_studio, voice_wav: Path, viewport: dict[str, int]

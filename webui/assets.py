@@ -216,16 +216,16 @@ if (vxWanted in vxScreens && vxWanted !== 'write') {
 // (after a reload on a busy machine: the update carried the episode, the box holds nothing, not even its empty
 // text). A box still blank a second later is drawn again by the studio (hidden `#episode-redraw`), a few times at most.
 let vxRedraws = 0;
-const vxBlankSince = {};
+let vxBlankSince = null;
 setInterval(() => {
   const box = document.querySelector('#episode .prose');
   const shown = box !== null && box.offsetParent !== null;
   const blank = shown && box.childElementCount === 0 && box.textContent.trim() === '';
-  if (!blank) { delete vxBlankSince.episode; return; }
-  vxBlankSince.episode ??= performance.now();
-  if (performance.now() - vxBlankSince.episode < 1000 || vxRedraws >= 3) return;
+  if (!blank) { vxBlankSince = null; return; }
+  vxBlankSince ??= performance.now();
+  if (performance.now() - vxBlankSince < 1000 || vxRedraws >= 3) return;
   vxRedraws += 1;
-  delete vxBlankSince.episode;
+  vxBlankSince = null;
   document.querySelector('#episode-redraw')?.click();
 }, 250);
 let vxErrorsSeen = new Set();
